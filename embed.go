@@ -1,0 +1,38 @@
+package atomicredis
+
+import (
+	"embed"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// The Lua scripts, one per operation. Each file opens with a comment naming
+// its KEYS, ARGV and reply; the key count given here must match it
+// (TestScriptsDeclareTheirKeys checks).
+//
+//go:embed scripts/*.lua
+var scriptFS embed.FS
+
+var (
+	scriptLockAcquire = load("lock_acquire", 3)
+	scriptLockAbandon = load("lock_abandon", 2)
+	scriptLockRelease = load("lock_release", 1)
+	scriptLockExtend  = load("lock_extend", 1)
+	scriptLockPTTL    = load("lock_pttl", 1)
+	scriptLockLocked  = load("lock_locked", 1)
+)
+
+// scripts lists every loaded script by file name with its key count, for
+// tests.
+var scripts = map[string]struct{ keys int }{}
+
+func load(name string, keyCount int) *redis.Script {
+	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+	if err != nil {
+		// Only a typo in this file can get here, and every test would fail.
+		panic("atomicredis: missing embedded script " + name)
+	}
+	s := redis.NewScript(keyCount, string(src))
+	scripts[name] = struct{ keys int }{keyCount}
+	return s
+}

@@ -1,0 +1,519 @@
+// Package atomicredis gives Go services the application components of
+// Redis in Action chapter 6 — distributed locks, fair counting semaphores,
+// autocomplete — plus a Redisson-style lock (lease, watchdog, held-by-me)
+// and activity bitmaps. Every operation is one atomic Lua script, run with
+// EVALSHA in one round trip: no WATCH retries, no race windows, and no
+// client clock deciding who holds what.
+//
+// Every key of one object shares a cluster hash tag, <ns><kind>:{<name>},
+// so each script touches a single slot.
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+	"github.com/google/uuid"
+)
+
+// Pool hands out connections; *redis.Pool satisfies it.
+type Pool interface {
+	GetContext(ctx context.Context) (redis.Conn, error)
+}
+
+// The errors callers test for with errors.Is.
+var (
+	// ErrNotAcquired: the lock or a permit could not be had in time.
+	ErrNotAcquired = errors.New("atomicredis: not acquired")
+	// ErrNotHeld: the caller's lock or permit has expired or passed to
+	// another holder.
+	ErrNotHeld = errors.New("atomicredis: not held")
+	// ErrInvalid: an argument was rejected before anything was sent.
+	ErrInvalid = errors.New("atomicredis: invalid argument")
+)
+
+// Defaults applied when an option or duration is zero.
+const (
+	DefaultTTL            = 10 * time.Second
+	DefaultWait           = 10 * time.Second
+	DefaultRecentCapacity = 100
+)
+
+// Engine runs the scripts against a pool. It is safe for concurrent use.
+type Engine struct {
+	pool      Pool
+	ns        string
+	recentCap int
+	err       error // a rejected option or nil pool, returned by every call
+}
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithNamespace prefixes every key with prefix (default ""). A prefix
+// containing '{' or '}' is rejected: every call then returns ErrInvalid.
+func WithNamespace(prefix string) Option {
+	return func(e *Engine) {
+		if strings.ContainsAny(prefix, "{}") {
+			e.reject(fmt.Errorf("atomicredis: namespace %q: contains a brace: %w", prefix, ErrInvalid))
+			return
+		}
+		e.ns = prefix
+	}
+}
+
+// WithRecentCapacity sets how many items a recent list keeps (default 100).
+// n < 1 is rejected: every call then returns ErrInvalid.
+func WithRecentCapacity(n int) Option {
+	return func(e *Engine) {
+		if n < 1 {
+			e.reject(fmt.Errorf("atomicredis: recent capacity %d: must be at least 1: %w", n, ErrInvalid))
+			return
+		}
+		e.recentCap = n
+	}
+}
+
+// New returns an Engine that takes connections from pool. New never fails:
+// a nil pool or a rejected option makes every call return an error
+// wrapping ErrInvalid, before any I/O.
+func New(pool Pool, opts ...Option) *Engine {
+	e := &Engine{pool: pool, recentCap: DefaultRecentCapacity}
+	if pool == nil {
+		e.reject(fmt.Errorf("atomicredis: nil pool: %w", ErrInvalid))
+	}
+	for _, o := range opts {
+		if o != nil {
+			o(e)
+		}
+	}
+	return e
+}
+
+func (e *Engine) reject(err error) {
+	if e.err == nil {
+		e.err = err
+	}
+}
+
+// check validates the engine and an object name: non-empty, no braces (the
+// engine adds the hash tag itself).
+func (e *Engine) check(kind, name string) error {
+	if e.err != nil {
+		return e.err
+	}
+	if name == "" || strings.ContainsAny(name, "{}") {
+		return fmt.Errorf("atomicredis: %s %q: name must be non-empty and contain no braces: %w", kind, name, ErrInvalid)
+	}
+	return nil
+}
+
+// key builds <ns><kind>:{<name>}[:<suffix>]; the braces make every key of
+// one object hash to the same cluster slot.
+func (e *Engine) key(kind, name, suffix string) string {
+	k := e.ns + kind + ":{" + name + "}"
+	if suffix != "" {
+		k += ":" + suffix
+	}
+	return k
+}
+
+// duration resolves an optional duration: 0 is def, anything else must be
+// at least 1 ms (Redis counts in milliseconds).
+func duration(kind, name, field string, d, def time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return def, nil
+	case d < time.Millisecond:
+		return 0, fmt.Errorf("atomicredis: %s %q: %s %v: must be 0 (default) or at least 1ms: %w", kind, name, field, d, ErrInvalid)
+	}
+	return d, nil
+}
+
+// eval runs one script on one pooled connection: EVALSHA, falling back to
+// EVAL when the server answers NOSCRIPT. Errors name the object.
+func (e *Engine) eval(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (any, error) {
+	// redigo sends a command even on a done context, so check first.
+	if err := ctxErr(ctx); err != nil {
+		return nil, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+	}
+	conn, err := e.pool.GetContext(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+	}
+	defer conn.Close()
+	var reply any
+	if c, ok := conn.(redis.ConnWithContext); ok && ctx.Done() != nil {
+		reply, err = s.DoContext(ctx, c, keysAndArgs...)
+	} else {
+		// A context that can never end needs none of DoContext's
+		// goroutine-per-command machinery.
+		reply, err = s.Do(conn, keysAndArgs...)
+	}
+	if err != nil {
+		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
+			// redigo reports a deadline hit mid-command as an i/o timeout.
+			return nil, fmt.Errorf("atomicredis: %s %q: %w (%w)", kind, name, cerr, err)
+		}
+		return nil, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+	}
+	return reply, nil
+}
+
+// ctxErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
+// even if ctx's own timer has not fired yet.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// unknownOutcome reports whether a failed call may still have run on the
+// server: anything but an error reply from Redis itself (a script that
+// fails changes nothing), once the command may have been sent.
+func unknownOutcome(err error) bool {
+	var reply redis.Error
+	return err != nil && !errors.As(err, &reply)
+}
+
+// evalInt64 is eval for scripts that reply with one integer.
+func (e *Engine) evalInt64(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (int64, error) {
+	n, err := redis.Int64(e.eval(ctx, s, kind, name, keysAndArgs...))
+	if err != nil && !errors.Is(err, redis.ErrNil) {
+		return 0, err
+	}
+	return n, err
+}
+
+// retry calls try until it succeeds or fails, until wait runs out (an
+// error wrapping ErrNotAcquired) or until ctx ends (one wrapping ctx.Err()).
+// try reports how long the current holder has left, if it knows; pauses are
+// a few milliseconds and never longer than that hint, so a waiter sees a
+// release or an expiry promptly.
+func retry(ctx context.Context, kind, name string, wait time.Duration, try func() (ok bool, hint time.Duration, err error)) error {
+	deadline := time.Now().Add(wait)
+	for attempt := 0; ; attempt++ {
+		ok, hint, err := try()
+		if ok || err != nil {
+			return err
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("atomicredis: %s %q: taken, %d attempts in %v: %w", kind, name, attempt+1, wait, ErrNotAcquired)
+		}
+		t := time.NewTimer(min(pauseFor(attempt, hint), left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("atomicredis: %s %q: while waiting: %w", kind, name, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// pauseFor backs off 1, 2, 4 ms (halved at random, so waiters do not march
+// in step), and no longer than hint when the holder's expiry is nearer.
+func pauseFor(attempt int, hint time.Duration) time.Duration {
+	base := time.Millisecond << min(attempt, 2)
+	p := base/2 + rand.N(base/2+1)
+	if hint > 0 && hint < p {
+		p = hint
+	}
+	return p
+}
+
+// abandon runs the abandon script of a token whose acquire was cut off by
+// its context, on a short context of its own. Its error is dropped: if it
+// fails, the lease still ends whatever the late acquire took.
+func (e *Engine) abandon(release *redis.Script, kind, name string, keysAndArgs ...any) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	e.eval(ctx, release, kind, name, keysAndArgs...)
+}
+
+func newToken() (string, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("atomicredis: token: %w", err)
+	}
+	return id.String(), nil
+}
+
+// ---------------------------------------------------------------------------
+// Locks (Redis in Action §6.2, with Redisson's lease, wait and watchdog)
+
+// LockOptions tunes one acquisition. The zero value means the defaults.
+type LockOptions struct {
+	TTL      time.Duration // lease; 0 = 10s
+	Wait     time.Duration // how long Lock waits; 0 = 10s (TryLock never waits)
+	Watchdog bool          // renew the lease every TTL/3 until Unlock or loss
+}
+
+// Lock is one holding of a named lock. Its methods are safe for concurrent
+// use.
+type Lock struct {
+	e      *Engine
+	name   string
+	key    string
+	token  string
+	fence  int64
+	lost   chan struct{}
+	once   sync.Once
+	stopWD context.CancelFunc // nil without a watchdog
+	wdDone chan struct{}      // closed when the watchdog goroutine ends
+	reset  chan struct{}      // tells the watchdog the lease changed
+
+	mu      sync.Mutex
+	lease   time.Duration
+	renewed time.Time // when the last successful acquire/extend was sent
+}
+
+// Lock acquires the named lock, waiting up to o.Wait (default 10s) while
+// another holds it. It returns an error wrapping ErrNotAcquired when the
+// wait runs out, and one wrapping ctx.Err() when ctx ends first.
+func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, name, o, true)
+}
+
+// TryLock makes one attempt at the named lock and returns an error wrapping
+// ErrNotAcquired if another holds it. o.Wait is ignored.
+func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, name, o, false)
+}
+
+func (e *Engine) lock(ctx context.Context, name string, o LockOptions, wait bool) (*Lock, error) {
+	if err := e.check("lock", name); err != nil {
+		return nil, err
+	}
+	ttl, err := duration("lock", name, "TTL", o.TTL, DefaultTTL)
+	if err != nil {
+		return nil, err
+	}
+	maxWait, err := duration("lock", name, "Wait", o.Wait, DefaultWait)
+	if err != nil {
+		return nil, err
+	}
+	if !wait {
+		maxWait = 0
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	key, fenceKey, voidKey := e.key("lock", name, ""), e.key("lock", name, "fence"), e.key("lock", name, "void:"+token)
+
+	var l *Lock
+	err = retry(ctx, "lock", name, maxWait, func() (bool, time.Duration, error) {
+		sent, live := time.Now(), ctxErr(ctx) == nil
+		v, err := redis.Int64s(e.eval(ctx, scriptLockAcquire, "lock", name, key, fenceKey, voidKey, token, ttl.Milliseconds()))
+		if err != nil {
+			if live && unknownOutcome(err) {
+				// The script may have run, or may yet run: undo it either
+				// way rather than leave a lock nobody knows it holds.
+				e.abandon(scriptLockAbandon, "lock", name, key, voidKey, token, ttl.Milliseconds())
+			}
+			return false, 0, err
+		}
+		if len(v) != 2 {
+			return false, 0, fmt.Errorf("atomicredis: lock %q: unexpected reply %v", name, v)
+		}
+		if v[0] == 0 {
+			return false, time.Duration(v[1]) * time.Millisecond, nil
+		}
+		l = &Lock{e: e, name: name, key: key, token: token, fence: v[1],
+			lost: make(chan struct{}), lease: ttl, renewed: sent}
+		return true, 0, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	if o.Watchdog {
+		l.startWatchdog()
+	}
+	return l, nil
+}
+
+// IsLocked reports whether anyone holds the named lock.
+func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
+	if err := e.check("lock", name); err != nil {
+		return false, err
+	}
+	n, err := e.evalInt64(ctx, scriptLockLocked, "lock", name, e.key("lock", name, ""))
+	return n == 1, err
+}
+
+// Token returns the random identifier (a UUID v4) that marks this holding.
+func (l *Lock) Token() string { return l.token }
+
+// Fence returns this holding's fencing token: it grows strictly with every
+// acquisition of the lock's name, across engines and processes. Pass it to
+// the resource the lock guards, which should refuse a fence lower than the
+// highest it has seen.
+func (l *Lock) Fence() int64 { return l.fence }
+
+// Lost returns a channel the watchdog closes when it finds the lock gone
+// (expired, or taken after a lapse) or cannot renew it before the lease
+// runs out. Without a watchdog the channel never closes.
+func (l *Lock) Lost() <-chan struct{} { return l.lost }
+
+// Unlock releases the lock. It stops the watchdog first, so no renewal is
+// sent after Unlock returns. It returns an error wrapping ErrNotHeld if the
+// lock had already expired or passed to another holder, whom it never
+// disturbs.
+func (l *Lock) Unlock(ctx context.Context) error {
+	l.stopWatchdog()
+	n, err := l.e.evalInt64(ctx, scriptLockRelease, "lock", l.name, l.key, l.token)
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return l.notHeld()
+	}
+	return nil
+}
+
+// Extend sets the lock's remaining lease to ttl (0 = the lease it was
+// taken with), and the watchdog renews with ttl from then on. It returns an
+// error wrapping ErrNotHeld if the lock is no longer this holder's.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	ttl, err := duration("lock", l.name, "TTL", ttl, l.currentLease())
+	if err != nil {
+		return err
+	}
+	sent := time.Now()
+	ok, err := l.extend(ctx, ttl)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		l.markLost()
+		return l.notHeld()
+	}
+	l.mu.Lock()
+	l.lease, l.renewed = ttl, sent
+	l.mu.Unlock()
+	select {
+	case l.reset <- struct{}{}:
+	default: // nil channel (no watchdog) or a reset already pending
+	}
+	return nil
+}
+
+// TTL returns the lock's remaining lease, as the server counts it, or an
+// error wrapping ErrNotHeld if the lock is no longer this holder's.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	ms, err := l.e.evalInt64(ctx, scriptLockPTTL, "lock", l.name, l.key, l.token)
+	if err != nil {
+		return 0, err
+	}
+	if ms == -3 {
+		l.markLost()
+		return 0, l.notHeld()
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Held reports whether this holder still holds the lock.
+func (l *Lock) Held(ctx context.Context) (bool, error) {
+	_, err := l.TTL(ctx)
+	if errors.Is(err, ErrNotHeld) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+func (l *Lock) notHeld() error {
+	return fmt.Errorf("atomicredis: lock %q: fence %d: %w", l.name, l.fence, ErrNotHeld)
+}
+
+func (l *Lock) extend(ctx context.Context, ttl time.Duration) (bool, error) {
+	n, err := l.e.evalInt64(ctx, scriptLockExtend, "lock", l.name, l.key, l.token, ttl.Milliseconds())
+	return n == 1, err
+}
+
+func (l *Lock) currentLease() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.lease
+}
+
+// markLost closes Lost, once, when a watchdog guards the lock.
+func (l *Lock) markLost() {
+	if l.stopWD != nil {
+		l.once.Do(func() { close(l.lost) })
+	}
+}
+
+func (l *Lock) startWatchdog() {
+	ctx, cancel := context.WithCancel(context.Background())
+	l.stopWD, l.wdDone, l.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
+	go l.watch(ctx)
+}
+
+// stopWatchdog ends the watchdog and waits until it has, so no renewal is
+// in flight afterwards. Safe to call more than once, and without one.
+func (l *Lock) stopWatchdog() {
+	if l.stopWD != nil {
+		l.stopWD()
+		<-l.wdDone
+	}
+}
+
+// watch renews the lease every lease/3 (Redisson's rhythm). A reply saying
+// the lock is gone closes Lost. A Redis error is retried every lease/10
+// until the lease would have run out since the last renewal was sent; then
+// the lock must be presumed lost. The client clock only paces renewals
+// here; whether the lock is held is always the server's answer.
+func (l *Lock) watch(ctx context.Context) {
+	defer close(l.wdDone)
+	next := l.currentLease() / 3
+	for {
+		t := time.NewTimer(next)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-l.lost:
+			t.Stop()
+			return
+		case <-l.reset:
+			t.Stop()
+			next = l.currentLease() / 3
+			continue
+		case <-t.C:
+		}
+		l.mu.Lock()
+		lease, renewed := l.lease, l.renewed
+		l.mu.Unlock()
+		callCtx, cancel := context.WithDeadline(ctx, renewed.Add(lease))
+		sent := time.Now()
+		ok, err := l.extend(callCtx, lease)
+		cancel()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err == nil && ok:
+			l.mu.Lock()
+			if l.renewed.Before(sent) {
+				l.renewed = sent
+			}
+			l.mu.Unlock()
+			next = lease / 3
+		case err == nil, time.Since(renewed) >= lease:
+			l.markLost()
+			return
+		default:
+			next = max(lease/10, time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,533 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"os"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+func TestScriptsDeclareTheirKeys(t *testing.T) {
+	files, err := scriptFS.ReadDir("scripts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != len(scripts) {
+		t.Errorf("%d files in scripts/, %d loaded in embed.go", len(files), len(scripts))
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(f.Name(), ".lua")
+		s, ok := scripts[name]
+		if !ok {
+			t.Errorf("scripts/%s is not loaded in embed.go", f.Name())
+			continue
+		}
+		src, _ := scriptFS.ReadFile("scripts/" + f.Name())
+		if got, want := maxKeyIndex(string(src)), s.keys; got != want {
+			t.Errorf("%s: script uses KEYS[%d], embed.go declares %d keys", name, got, want)
+		}
+		if !strings.HasPrefix(string(src), "-- "+name+":") {
+			t.Errorf("%s: script should open with a comment naming it", name)
+		}
+	}
+}
+
+func TestLockAcquireRelease(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		l, err := e.TryLock(ctx, "orders", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(l.Token()) != 36 || l.Fence() != 1 {
+			t.Errorf("token %q fence %d, want a uuid and fence 1", l.Token(), l.Fence())
+		}
+		if got := s.keys(t); !sameStrings(got, []string{s.ns + "lock:{orders}", s.ns + "lock:{orders}:fence"}) {
+			t.Errorf("keys %q", got)
+		}
+		if locked, err := e.IsLocked(ctx, "orders"); err != nil || !locked {
+			t.Errorf("IsLocked = %v, %v; want true", locked, err)
+		}
+		if _, err := e.TryLock(ctx, "orders", LockOptions{}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("second TryLock: %v, want ErrNotAcquired", err)
+		}
+		if held, err := l.Held(ctx); err != nil || !held {
+			t.Errorf("Held = %v, %v", held, err)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl <= 4*time.Second || ttl > 5*time.Second {
+			t.Errorf("TTL = %v, %v; want (4s, 5s]", ttl, err)
+		}
+		if err := l.Extend(ctx, 20*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl <= 19*time.Second || ttl > 20*time.Second {
+			t.Errorf("TTL after Extend(20s) = %v, %v", ttl, err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if locked, err := e.IsLocked(ctx, "orders"); err != nil || locked {
+			t.Errorf("IsLocked after Unlock = %v, %v", locked, err)
+		}
+		if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("second Unlock: %v, want ErrNotHeld", err)
+		}
+		if held, err := l.Held(ctx); err != nil || held {
+			t.Errorf("Held after Unlock = %v, %v", held, err)
+		}
+		if got := s.keys(t); !sameStrings(got, []string{s.ns + "lock:{orders}:fence"}) {
+			t.Errorf("keys after Unlock %q, want only the fence", got)
+		}
+	})
+}
+
+func TestLockDefaultTTL(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx := ctxT(t)
+		l, err := s.engine().TryLock(ctx, "d", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{d}"))
+		if pttl <= 9000 || pttl > 10000 {
+			t.Errorf("PTTL %d ms, want the 10s default", pttl)
+		}
+		if err := l.Extend(ctx, 0); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A holder whose lease ran out, and whose lock another took, must not be
+// able to touch the new holder's lock (seed 002, failure mode 1).
+func TestLockStaleHolder(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		stale, err := e.TryLock(ctx, "job", LockOptions{TTL: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(80 * time.Millisecond)
+		fresh, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("lock not free after its lease: %v", err)
+		}
+		if fresh.Fence() <= stale.Fence() {
+			t.Errorf("fences %d then %d, want growth", stale.Fence(), fresh.Fence())
+		}
+		if err := stale.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("stale Unlock: %v", err)
+		}
+		if err := stale.Extend(ctx, time.Hour); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("stale Extend: %v", err)
+		}
+		if _, err := stale.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("stale TTL: %v", err)
+		}
+		if held, err := stale.Held(ctx); held || err != nil {
+			t.Errorf("stale Held = %v, %v", held, err)
+		}
+		if v, _ := redis.String(s.do("GET", s.ns+"lock:{job}")); v != fresh.Token() {
+			t.Errorf("lock value %q, want the new holder's token", v)
+		}
+		if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second {
+			t.Errorf("new holder's TTL %v, %v: the stale Extend must not touch it", ttl, err)
+		}
+	})
+}
+
+func TestLockFenceGrowsAcrossEngines(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx := ctxT(t)
+		engines := []*Engine{s.engine(), s.engine(), s.engine()}
+		last := int64(0)
+		for i := 0; i < 30; i++ {
+			l, err := engines[i%3].TryLock(ctx, "f", LockOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Fence() != last+1 {
+				t.Fatalf("acquisition %d: fence %d after %d", i, l.Fence(), last)
+			}
+			last = l.Fence()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+func TestLockWaitsForRelease(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		a, err := e.TryLock(ctx, "w", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		released := make(chan time.Time, 1)
+		go func() {
+			time.Sleep(50 * time.Millisecond)
+			released <- time.Now()
+			a.Unlock(ctx)
+		}()
+		b, err := e.Lock(ctx, "w", LockOptions{Wait: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		lag := time.Since(<-released)
+		t.Logf("waiter took the lock %v after the release began", lag)
+		if lag > 2*time.Second {
+			t.Errorf("waiter needed %v after the release (pauses should be ms)", lag)
+		}
+		if b.Fence() != a.Fence()+1 {
+			t.Errorf("fences %d, %d", a.Fence(), b.Fence())
+		}
+	})
+}
+
+func TestLockWaitsForExpiry(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		if _, err := e.TryLock(ctx, "x", LockOptions{TTL: 100 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := e.Lock(ctx, "x", LockOptions{Wait: 5 * time.Second}); err != nil {
+			t.Fatalf("waiter: %v", err)
+		}
+		if d := time.Since(start); d > 3*time.Second {
+			t.Errorf("waiter took %v for a 100ms lease", d)
+		}
+	})
+}
+
+func TestLockWaitRunsOut(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		if _, err := e.TryLock(ctx, "busy", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		_, err := e.Lock(ctx, "busy", LockOptions{Wait: 60 * time.Millisecond})
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("Lock: %v, want ErrNotAcquired", err)
+		}
+		if d := time.Since(start); d < 60*time.Millisecond {
+			t.Errorf("gave up after %v, before its 60ms wait", d)
+		}
+		if !strings.Contains(err.Error(), `lock "busy"`) {
+			t.Errorf("error %q does not name the lock", err)
+		}
+	})
+}
+
+func TestLockContext(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		e := s.engine()
+		if _, err := e.TryLock(ctxT(t), "c", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(30*time.Millisecond, cancel)
+		_, err := e.Lock(ctx, "c", LockOptions{Wait: time.Minute})
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("cancelled wait: %v", err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
+		defer cancel()
+		_, err = e.Lock(ctx, "c", LockOptions{Wait: time.Minute})
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("deadline wait: %v", err)
+		}
+		before := s.keys(t)
+		done, cancel2 := context.WithCancel(context.Background())
+		cancel2()
+		if _, err := e.TryLock(done, "other", LockOptions{}); !errors.Is(err, context.Canceled) {
+			t.Errorf("TryLock on a done ctx: %v", err)
+		}
+		if after := s.keys(t); !sameStrings(before, after) {
+			t.Errorf("a done ctx wrote keys: %q -> %q", before, after)
+		}
+		// Acquisitions cut off mid-flight may have run on the server; none
+		// may leave the lock held by a caller that was told it failed.
+		cut := 0
+		for i := 0; i < 200; i++ {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%40)*10*time.Microsecond)
+			l, err := e.TryLock(ctx, "cut", LockOptions{TTL: time.Minute})
+			cancel()
+			if err == nil {
+				if err := l.Unlock(context.Background()); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				cut++
+			}
+		}
+		t.Logf("%d of 200 acquisitions cut off by their context", cut)
+		if locked, err := e.IsLocked(context.Background(), "cut"); err != nil || locked {
+			v, _ := redis.String(s.do("GET", s.ns+"lock:{cut}"))
+			voids, _ := redis.Strings(s.do("KEYS", s.ns+"lock:{cut}:void:*"))
+			t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, v, len(voids), voids[:min(3, len(voids))])
+		}
+	})
+}
+
+func TestWatchdogKeepsLock(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		if n := watchdogs(); n != 0 {
+			t.Fatalf("%d watchdogs before the test", n)
+		}
+		l, err := e.TryLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitWatchdogs(t, 1)
+		time.Sleep(1200 * time.Millisecond) // four leases
+		if held, err := l.Held(ctx); err != nil || !held {
+			t.Fatalf("after four leases Held = %v, %v", held, err)
+		}
+		select {
+		case <-l.Lost():
+			t.Fatal("Lost closed while the lock was held")
+		default:
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitWatchdogs(t, 0)
+		// Nothing renews after Unlock: a new holder's lease is left alone.
+		n, err := e.TryLock(ctx, "wd", LockOptions{TTL: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(250 * time.Millisecond)
+		if held, _ := n.Held(ctx); held {
+			t.Error("the new holder's lock outlived its lease: something renewed it")
+		}
+	})
+}
+
+func TestWatchdogExtendChangesLease(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		l, err := e.TryLock(ctx, "wx", LockOptions{TTL: 30 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		if err := l.Extend(ctx, 300*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(900 * time.Millisecond)
+		ttl, err := l.TTL(ctx)
+		if err != nil || ttl > 300*time.Millisecond {
+			t.Errorf("TTL %v, %v: the watchdog should renew with the new 300ms lease", ttl, err)
+		}
+	})
+}
+
+func TestWatchdogLost(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		if n := watchdogs(); n != 0 {
+			t.Fatalf("%d watchdogs before the test", n)
+		}
+		l, err := e.TryLock(ctx, "gone", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.must(t, "DEL", s.ns+"lock:{gone}")
+		select {
+		case <-l.Lost():
+		case <-time.After(3 * time.Second):
+			t.Fatal("Lost did not close after the key vanished")
+		}
+		waitWatchdogs(t, 0)
+		if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Unlock of a lost lock: %v", err)
+		}
+	})
+}
+
+func TestLostNeverClosesWithoutWatchdog(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx := ctxT(t)
+		l, err := s.engine().TryLock(ctx, "nw", LockOptions{TTL: 10 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(20 * time.Millisecond)
+		if err := l.Extend(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Extend: %v", err)
+		}
+		select {
+		case <-l.Lost():
+			t.Error("Lost closed without a watchdog")
+		case <-time.After(20 * time.Millisecond):
+		}
+	})
+}
+
+// waitWatchdogs waits (generously) until exactly n watchdog goroutines
+// run. Counting all goroutines would also count miniredis's and the pool's.
+func waitWatchdogs(t *testing.T, n int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for watchdogs() != n && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := watchdogs(); got != n {
+		t.Errorf("%d watchdog goroutines running, want %d", got, n)
+	}
+}
+
+func watchdogs() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Lock).watch(")
+}
+
+func TestLockMutualExclusion(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx := ctxT(t)
+		workers, cycles := 16, 200
+		if testing.Short() {
+			cycles = 50
+		}
+		var inside, overlaps, acquired atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			e := s.engine()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < cycles; i++ {
+					l, err := e.Lock(ctx, "mutex", LockOptions{TTL: 10 * time.Second, Wait: time.Minute})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if inside.Add(1) != 1 {
+						overlaps.Add(1)
+					}
+					acquired.Add(1)
+					runtime.Gosched()
+					inside.Add(-1)
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		t.Logf("%d acquisitions, %d overlaps", acquired.Load(), overlaps.Load())
+		if overlaps.Load() != 0 || acquired.Load() != int64(workers*cycles) {
+			t.Errorf("%d overlaps in %d acquisitions", overlaps.Load(), acquired.Load())
+		}
+		fence, _ := redis.Int64(s.do("GET", s.ns+"lock:{mutex}:fence"))
+		if fence != int64(workers*cycles) {
+			t.Errorf("fence %d after %d acquisitions", fence, workers*cycles)
+		}
+	})
+}
+
+// After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT; redigo's
+// Script.DoContext must resend with EVAL.
+func TestScriptFlushFallsBackToEval(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		l, err := e.TryLock(ctx, "sf", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.must(t, "SCRIPT", "FLUSH")
+		if ok, _ := redis.Ints(s.do("SCRIPT", "EXISTS", scriptLockRelease.Hash())); len(ok) != 1 || ok[0] != 0 {
+			t.Fatalf("SCRIPT EXISTS after FLUSH = %v", ok)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
+		}
+		if ok, _ := redis.Ints(s.do("SCRIPT", "EXISTS", scriptLockRelease.Hash())); len(ok) != 1 || ok[0] != 1 {
+			t.Errorf("the EVAL fallback did not load the script: %v", ok)
+		}
+	})
+}
+
+// On a real server, MONITOR proves that each operation is one EVALSHA:
+// the commands a script runs show up tagged "lua", the client's own not.
+func TestOneRoundTripPerOperation(t *testing.T) {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		t.Skip("REDIS_ADDR not set: MONITOR runs on a real server only")
+	}
+	s := newReal(t, "redis", addr)
+	ctx, e := ctxT(t), s.engine()
+	var l *Lock
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"TryLock", func() (err error) { l, err = e.TryLock(ctx, "one", LockOptions{}); return err }},
+		{"Extend", func() error { return l.Extend(ctx, time.Minute) }},
+		{"Unlock", func() error { return l.Unlock(ctx) }},
+	}
+	for _, op := range ops { // load the scripts first
+		if err := op.run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, op := range ops {
+		got := monitor(t, addr, s.ns, op.run)
+		if len(got) != 1 || !strings.HasPrefix(got[0], `"EVALSHA"`) {
+			t.Errorf("%s sent %q, want exactly one EVALSHA", op.name, got)
+		}
+	}
+}
+
+// monitor runs f and returns the commands clients sent that mention ns,
+// leaving out those a script ran.
+func monitor(t *testing.T, addr, ns string, f func() error) []string {
+	t.Helper()
+	m, err := redis.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if _, err := m.Do("MONITOR"); err != nil {
+		t.Fatal(err)
+	}
+	if err := f(); err != nil {
+		t.Fatal(err)
+	}
+	marker := ns + "end-of-monitor"
+	c, _ := redis.Dial("tcp", addr)
+	c.Do("ECHO", marker)
+	c.Close()
+	var sent []string
+	for {
+		line, err := redis.String(m.Receive())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(line, marker) {
+			return sent
+		}
+		if strings.Contains(line, " lua] ") || !strings.Contains(line, ns) {
+			continue
+		}
+		_, cmd, _ := strings.Cut(line, "] ")
+		sent = append(sent, cmd)
+	}
+}

@@ -1,0 +1,188 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"testing"
+	"time"
+)
+
+// call is one public operation, run for its error only.
+type call struct {
+	name string
+	run  func(ctx context.Context, e *Engine) error
+}
+
+func lockCall(name string, o LockOptions) func(context.Context, *Engine) error {
+	return func(ctx context.Context, e *Engine) error { _, err := e.TryLock(ctx, name, o); return err }
+}
+
+// invalidCalls are every public method with every kind of bad argument.
+func invalidCalls() []call {
+	return []call{
+		{"TryLock empty name", lockCall("", LockOptions{})},
+		{"TryLock name with {", lockCall("a{b", LockOptions{})},
+		{"TryLock name with }", lockCall("a}b", LockOptions{})},
+		{"TryLock negative TTL", lockCall("a", LockOptions{TTL: -time.Second})},
+		{"TryLock sub-ms TTL", lockCall("a", LockOptions{TTL: time.Microsecond})},
+		{"TryLock negative Wait", lockCall("a", LockOptions{Wait: -1})},
+		{"Lock sub-ms Wait", func(ctx context.Context, e *Engine) error {
+			_, err := e.Lock(ctx, "a", LockOptions{Wait: 999 * time.Microsecond})
+			return err
+		}},
+		{"Lock empty name", func(ctx context.Context, e *Engine) error { _, err := e.Lock(ctx, "", LockOptions{}); return err }},
+		{"IsLocked empty name", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, ""); return err }},
+		{"IsLocked braces", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, "{x}"); return err }},
+	}
+}
+
+func TestBadInputWritesNothing(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		held, err := e.TryLock(ctx, "held", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := s.snapshot(t)
+		for _, c := range invalidCalls() {
+			err := c.run(ctx, e)
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+			} else if !strings.HasPrefix(err.Error(), "atomicredis: ") {
+				t.Errorf("%s: error %q lacks the package prefix", c.name, err)
+			}
+		}
+		for _, c := range []struct {
+			name string
+			run  func() error
+		}{
+			{"Extend negative", func() error { return held.Extend(ctx, -time.Second) }},
+			{"Extend sub-ms", func() error { return held.Extend(ctx, time.Nanosecond) }},
+		} {
+			if err := c.run(); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+			}
+		}
+		if after := s.snapshot(t); !sameMap(before, after) {
+			t.Errorf("bad input changed keys:\n%v\n->\n%v", before, after)
+		}
+	})
+}
+
+// A rejected option or a nil pool makes every call fail with ErrInvalid,
+// before any I/O.
+func TestBadEngine(t *testing.T) {
+	s := newMini(t)
+	for name, e := range map[string]*Engine{
+		"nil pool":          New(nil),
+		"namespace {":       New(s.pool, WithNamespace("a{")),
+		"namespace }":       New(s.pool, WithNamespace("}")),
+		"recent capacity":   New(s.pool, WithRecentCapacity(0)),
+		"negative capacity": New(s.pool, WithRecentCapacity(-5)),
+	} {
+		for _, c := range validCalls() {
+			if strings.HasPrefix(c.name, "Lock.") {
+				continue // no lock to call it on
+			}
+			if err := c.run(ctxT(t), e); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: %s: %v, want ErrInvalid", name, c.name, err)
+			}
+		}
+	}
+	if ks := s.keys(t); len(ks) != 0 {
+		t.Errorf("keys written: %q", ks)
+	}
+}
+
+// validCalls are every public operation on good arguments; each must work
+// on a cluster node (no CROSSSLOT) and fail cleanly on a bad engine.
+func validCalls() []call {
+	var l *Lock
+	return []call{
+		{"TryLock", func(ctx context.Context, e *Engine) (err error) {
+			l, err = e.TryLock(ctx, "c1", LockOptions{Watchdog: true})
+			return err
+		}},
+		{"IsLocked", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, "c1"); return err }},
+		{"Lock.Extend", func(ctx context.Context, e *Engine) error { return l.Extend(ctx, time.Minute) }},
+		{"Lock.TTL", func(ctx context.Context, e *Engine) error { _, err := l.TTL(ctx); return err }},
+		{"Lock.Held", func(ctx context.Context, e *Engine) error { _, err := l.Held(ctx); return err }},
+		{"Lock.Unlock", func(ctx context.Context, e *Engine) error { return l.Unlock(ctx) }},
+		{"Lock", func(ctx context.Context, e *Engine) (err error) {
+			l, err = e.Lock(ctx, "c1", LockOptions{})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			return err
+		}},
+	}
+}
+
+// Every operation on a cluster-enabled node: a key outside the object's
+// hash tag would fail with CROSSSLOT.
+func TestCluster(t *testing.T) {
+	addr := os.Getenv("REDIS_CLUSTER_ADDR")
+	if addr == "" {
+		t.Skip("REDIS_CLUSTER_ADDR not set")
+	}
+	s := newReal(t, "cluster", addr)
+	if info, _ := s.do("CLUSTER", "INFO"); !strings.Contains(string(info.([]byte)), "cluster_state:ok") {
+		t.Fatalf("not a healthy cluster node: %s", info)
+	}
+	ctx, e := ctxT(t), s.engine()
+	for _, c := range validCalls() {
+		if err := c.run(ctx, e); err != nil {
+			t.Errorf("%s on a cluster node: %v", c.name, err)
+		}
+	}
+}
+
+// A key of the wrong type at an object's name: an error, the key untouched.
+func TestWrongType(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		for _, c := range []struct {
+			name string
+			key  string
+			run  func() error
+		}{
+			{"TryLock on a list", s.ns + "lock:{w}", func() error { _, err := e.TryLock(ctx, "w", LockOptions{}); return err }},
+			{"TryLock with a list fence", s.ns + "lock:{f}:fence", func() error { _, err := e.TryLock(ctx, "f", LockOptions{}); return err }},
+			{"IsLocked on a list", s.ns + "lock:{w}", func() error { _, err := e.IsLocked(ctx, "w"); return err }},
+		} {
+			s.must(t, "DEL", c.key)
+			s.must(t, "RPUSH", c.key, "x")
+			before := s.snapshot(t)
+			err := c.run()
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("%s: %v, want a WRONGTYPE error", c.name, err)
+			}
+			if after := s.snapshot(t); !sameMap(before, after) {
+				t.Errorf("%s changed keys: %v -> %v", c.name, before, after)
+			}
+			s.must(t, "DEL", c.key)
+		}
+		// A fence key holding text, not a counter, is refused before the SET.
+		s.must(t, "SET", s.ns+"lock:{g}:fence", "abc")
+		if _, err := e.TryLock(ctx, "g", LockOptions{}); err == nil {
+			t.Error("TryLock with a corrupt fence: no error")
+		}
+		if ks := s.keys(t); !sameStrings(ks, []string{s.ns + "lock:{g}:fence"}) {
+			t.Errorf("keys after a refused TryLock: %q", ks)
+		}
+	})
+}
+
+func sameMap(a, b map[string]string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}

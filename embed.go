@@ -15,11 +15,17 @@ var scriptFS embed.FS
 
 var (
 	scriptLockAcquire = load("lock_acquire", 3)
-	scriptLockAbandon = load("lock_abandon", 2)
+	scriptLockAbandon = load("lock_abandon", 3)
 	scriptLockRelease = load("lock_release", 1)
 	scriptLockExtend  = load("lock_extend", 1)
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
+
+	scriptSemAcquire = load("semaphore_acquire", 4)
+	scriptSemAbandon = load("semaphore_abandon", 4)
+	scriptSemRelease = load("semaphore_release", 2)
+	scriptSemRefresh = load("semaphore_refresh", 2)
+	scriptSemHolders = load("semaphore_holders", 2)
 )
 
 // scripts lists every loaded script by file name with its key count, for

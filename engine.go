@@ -232,13 +232,55 @@ func pauseFor(attempt int, hint time.Duration) time.Duration {
 	return p
 }
 
-// abandon runs the abandon script of a token whose acquire was cut off by
-// its context, on a short context of its own. Its error is dropped: if it
-// fails, the lease still ends whatever the late acquire took.
-func (e *Engine) abandon(release *redis.Script, kind, name string, keysAndArgs ...any) {
+// acquire runs an acquire script until it grants (it returns the fence and
+// when the granting attempt was sent), wait runs out, or ctx ends.
+//
+// Acquire scripts share one shape: KEYS are keys, the last being the
+// token's void mark; ARGV are token, extra..., ttl in ms; the reply is {1, fence} or
+// {0, ms until the holder's expiry}. Their abandon scripts take the same
+// keys, then ARGV token, ttl in ms. When an attempt fails with its outcome
+// unknown (a timeout, a reset connection: the script may have run, or may
+// yet), abandon undoes it, so no caller holds what it was told it did not
+// get.
+func (e *Engine) acquire(ctx context.Context, kind, name string, wait time.Duration, token string, ttl time.Duration,
+	script, abandon *redis.Script, keys []string, extra ...any) (fence int64, sent time.Time, err error) {
+	ms := ttl.Milliseconds()
+	keyArgs := make([]any, 0, len(keys))
+	for _, k := range keys {
+		keyArgs = append(keyArgs, k)
+	}
+	args := append(append(append(keyArgs[:len(keyArgs):len(keyArgs)], token), extra...), ms)
+	undo := append(keyArgs[:len(keyArgs):len(keyArgs)], token, ms)
+
+	err = retry(ctx, kind, name, wait, func() (bool, time.Duration, error) {
+		sent = time.Now()
+		live := ctxErr(ctx) == nil
+		v, err := redis.Int64s(e.eval(ctx, script, kind, name, args...))
+		if err != nil {
+			if live && unknownOutcome(err) {
+				e.abandon(abandon, kind, name, undo...)
+			}
+			return false, 0, err
+		}
+		if len(v) != 2 {
+			return false, 0, fmt.Errorf("atomicredis: %s %q: unexpected reply %v", kind, name, v)
+		}
+		if v[0] == 0 {
+			return false, time.Duration(v[1]) * time.Millisecond, nil
+		}
+		fence = v[1]
+		return true, 0, nil
+	})
+	return fence, sent, err
+}
+
+// abandon runs the abandon script of a token whose acquire was cut off, on
+// a short context of its own. Its error is dropped: if it fails, the lease
+// still ends whatever the late acquire took.
+func (e *Engine) abandon(script *redis.Script, kind, name string, keysAndArgs ...any) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	e.eval(ctx, release, kind, name, keysAndArgs...)
+	e.eval(ctx, script, kind, name, keysAndArgs...)
 }
 
 func newToken() (string, error) {
@@ -310,33 +352,14 @@ func (e *Engine) lock(ctx context.Context, name string, o LockOptions, wait bool
 	if err != nil {
 		return nil, err
 	}
-	key, fenceKey, voidKey := e.key("lock", name, ""), e.key("lock", name, "fence"), e.key("lock", name, "void:"+token)
-
-	var l *Lock
-	err = retry(ctx, "lock", name, maxWait, func() (bool, time.Duration, error) {
-		sent, live := time.Now(), ctxErr(ctx) == nil
-		v, err := redis.Int64s(e.eval(ctx, scriptLockAcquire, "lock", name, key, fenceKey, voidKey, token, ttl.Milliseconds()))
-		if err != nil {
-			if live && unknownOutcome(err) {
-				// The script may have run, or may yet run: undo it either
-				// way rather than leave a lock nobody knows it holds.
-				e.abandon(scriptLockAbandon, "lock", name, key, voidKey, token, ttl.Milliseconds())
-			}
-			return false, 0, err
-		}
-		if len(v) != 2 {
-			return false, 0, fmt.Errorf("atomicredis: lock %q: unexpected reply %v", name, v)
-		}
-		if v[0] == 0 {
-			return false, time.Duration(v[1]) * time.Millisecond, nil
-		}
-		l = &Lock{e: e, name: name, key: key, token: token, fence: v[1],
-			lost: make(chan struct{}), lease: ttl, renewed: sent}
-		return true, 0, nil
-	})
+	key := e.key("lock", name, "")
+	fence, sent, err := e.acquire(ctx, "lock", name, maxWait, token, ttl,
+		scriptLockAcquire, scriptLockAbandon, []string{key, e.key("lock", name, "fence"), e.key("lock", name, "void:"+token)})
 	if err != nil {
 		return nil, err
 	}
+	l := &Lock{e: e, name: name, key: key, token: token, fence: fence,
+		lost: make(chan struct{}), lease: ttl, renewed: sent}
 	if o.Watchdog {
 		l.startWatchdog()
 	}
@@ -516,4 +539,102 @@ func (l *Lock) watch(ctx context.Context) {
 			next = max(lease/10, time.Millisecond)
 		}
 	}
+}
+
+// ---------------------------------------------------------------------------
+// Counting semaphores (Redis in Action §6.3: the fair semaphore, in one
+// script, on the server's clock)
+
+// SemaphoreOptions tunes one acquisition. Limit is required.
+type SemaphoreOptions struct {
+	Limit int           // permits that may be held at once; >= 1
+	TTL   time.Duration // permit timeout; 0 = 10s
+	Wait  time.Duration // how long to wait for a permit; 0 = one attempt (the book's behaviour)
+}
+
+// Permit is one held permit of a counting semaphore.
+type Permit struct {
+	e     *Engine
+	name  string
+	keys  []any // timeouts, owner
+	token string
+	fence int64
+	ttl   time.Duration
+}
+
+// AcquireSemaphore takes one of o.Limit permits of the named semaphore,
+// for o.TTL (default 10s) unless refreshed. With o.Wait 0 it makes one
+// attempt; otherwise it waits up to o.Wait. It returns an error wrapping
+// ErrNotAcquired if no permit came free, or ctx.Err() if ctx ended first.
+// Permits time out by the server's clock; the caller's clock decides
+// nothing.
+func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
+	if err := e.check("semaphore", name); err != nil {
+		return nil, err
+	}
+	if o.Limit < 1 {
+		return nil, fmt.Errorf("atomicredis: semaphore %q: limit %d: must be at least 1: %w", name, o.Limit, ErrInvalid)
+	}
+	ttl, err := duration("semaphore", name, "TTL", o.TTL, DefaultTTL)
+	if err != nil {
+		return nil, err
+	}
+	wait, err := duration("semaphore", name, "Wait", o.Wait, 0)
+	if err != nil {
+		return nil, err
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, err
+	}
+	timeouts, owner := e.key("sem", name, ""), e.key("sem", name, "owner")
+	fence, _, err := e.acquire(ctx, "semaphore", name, wait, token, ttl, scriptSemAcquire, scriptSemAbandon,
+		[]string{timeouts, owner, e.key("sem", name, "counter"), e.key("sem", name, "void:"+token)}, o.Limit)
+	if err != nil {
+		return nil, err
+	}
+	return &Permit{e: e, name: name, keys: []any{timeouts, owner}, token: token, fence: fence, ttl: ttl}, nil
+}
+
+// SemaphoreHolders returns how many permits of the named semaphore are
+// live now, after dropping those past their deadline.
+func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
+	if err := e.check("semaphore", name); err != nil {
+		return 0, err
+	}
+	n, err := e.evalInt64(ctx, scriptSemHolders, "semaphore", name,
+		e.key("sem", name, ""), e.key("sem", name, "owner"))
+	return int(n), err
+}
+
+// Release gives the permit back. It returns an error wrapping ErrNotHeld if
+// the permit had already timed out (its slot may be someone else's now).
+func (p *Permit) Release(ctx context.Context) error {
+	return p.run(ctx, scriptSemRelease, p.token)
+}
+
+// Refresh restarts the permit's timeout (its TTL from now). It returns an
+// error wrapping ErrNotHeld if the permit had already timed out; it never
+// brings a timed-out permit back.
+func (p *Permit) Refresh(ctx context.Context) error {
+	return p.run(ctx, scriptSemRefresh, p.token, p.ttl.Milliseconds())
+}
+
+// Token returns the random identifier (a UUID v4) of this permit.
+func (p *Permit) Token() string { return p.token }
+
+// Fence returns the counter value that ranked this permit: it grows
+// strictly with every permit granted by the semaphore.
+func (p *Permit) Fence() int64 { return p.fence }
+
+// run runs a script on the permit's keys that replies 1 if it was held.
+func (p *Permit) run(ctx context.Context, s *redis.Script, args ...any) error {
+	n, err := p.e.evalInt64(ctx, s, "semaphore", p.name, append(p.keys[:2:2], args...)...)
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		return fmt.Errorf("atomicredis: semaphore %q: permit %d: timed out: %w", p.name, p.fence, ErrNotHeld)
+	}
+	return nil
 }

@@ -475,6 +475,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 	s := newReal(t, "redis", addr)
 	ctx, e := ctxT(t), s.engine()
 	var l *Lock
+	var p *Permit
 	ops := []struct {
 		name string
 		run  func() error
@@ -482,6 +483,10 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		{"TryLock", func() (err error) { l, err = e.TryLock(ctx, "one", LockOptions{}); return err }},
 		{"Extend", func() error { return l.Extend(ctx, time.Minute) }},
 		{"Unlock", func() error { return l.Unlock(ctx) }},
+		{"AcquireSemaphore", func() (err error) { p, err = e.AcquireSemaphore(ctx, "one", SemaphoreOptions{Limit: 1}); return err }},
+		{"Refresh", func() error { return p.Refresh(ctx) }},
+		{"SemaphoreHolders", func() error { _, err := e.SemaphoreHolders(ctx, "one"); return err }},
+		{"Release", func() error { return p.Release(ctx) }},
 	}
 	for _, op := range ops { // load the scripts first
 		if err := op.run(); err != nil {

@@ -35,7 +35,21 @@ func invalidCalls() []call {
 		{"Lock empty name", func(ctx context.Context, e *Engine) error { _, err := e.Lock(ctx, "", LockOptions{}); return err }},
 		{"IsLocked empty name", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, ""); return err }},
 		{"IsLocked braces", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, "{x}"); return err }},
+		{"AcquireSemaphore limit 0", semCall("s", SemaphoreOptions{})},
+		{"AcquireSemaphore limit -1", semCall("s", SemaphoreOptions{Limit: -1})},
+		{"AcquireSemaphore empty name", semCall("", SemaphoreOptions{Limit: 1})},
+		{"AcquireSemaphore braces", semCall("s}", SemaphoreOptions{Limit: 1})},
+		{"AcquireSemaphore negative TTL", semCall("s", SemaphoreOptions{Limit: 1, TTL: -time.Millisecond})},
+		{"AcquireSemaphore sub-ms TTL", semCall("s", SemaphoreOptions{Limit: 1, TTL: 10 * time.Microsecond})},
+		{"AcquireSemaphore negative Wait", semCall("s", SemaphoreOptions{Limit: 1, Wait: -time.Second})},
+		{"AcquireSemaphore sub-ms Wait", semCall("s", SemaphoreOptions{Limit: 1, Wait: time.Nanosecond})},
+		{"SemaphoreHolders empty name", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, ""); return err }},
+		{"SemaphoreHolders braces", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, "{"); return err }},
 	}
+}
+
+func semCall(name string, o SemaphoreOptions) func(context.Context, *Engine) error {
+	return func(ctx context.Context, e *Engine) error { _, err := e.AcquireSemaphore(ctx, name, o); return err }
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
@@ -83,7 +97,7 @@ func TestBadEngine(t *testing.T) {
 		"negative capacity": New(s.pool, WithRecentCapacity(-5)),
 	} {
 		for _, c := range validCalls() {
-			if strings.HasPrefix(c.name, "Lock.") {
+			if strings.HasPrefix(c.name, "Lock.") || strings.HasPrefix(c.name, "Permit.") {
 				continue // no lock to call it on
 			}
 			if err := c.run(ctxT(t), e); !errors.Is(err, ErrInvalid) {
@@ -100,6 +114,7 @@ func TestBadEngine(t *testing.T) {
 // on a cluster node (no CROSSSLOT) and fail cleanly on a bad engine.
 func validCalls() []call {
 	var l *Lock
+	var p *Permit
 	return []call{
 		{"TryLock", func(ctx context.Context, e *Engine) (err error) {
 			l, err = e.TryLock(ctx, "c1", LockOptions{Watchdog: true})
@@ -117,6 +132,13 @@ func validCalls() []call {
 			}
 			return err
 		}},
+		{"AcquireSemaphore", func(ctx context.Context, e *Engine) (err error) {
+			p, err = e.AcquireSemaphore(ctx, "c2", SemaphoreOptions{Limit: 2, Wait: time.Second})
+			return err
+		}},
+		{"SemaphoreHolders", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, "c2"); return err }},
+		{"Permit.Refresh", func(ctx context.Context, e *Engine) error { return p.Refresh(ctx) }},
+		{"Permit.Release", func(ctx context.Context, e *Engine) error { return p.Release(ctx) }},
 	}
 }
 
@@ -151,6 +173,11 @@ func TestWrongType(t *testing.T) {
 			{"TryLock on a list", s.ns + "lock:{w}", func() error { _, err := e.TryLock(ctx, "w", LockOptions{}); return err }},
 			{"TryLock with a list fence", s.ns + "lock:{f}:fence", func() error { _, err := e.TryLock(ctx, "f", LockOptions{}); return err }},
 			{"IsLocked on a list", s.ns + "lock:{w}", func() error { _, err := e.IsLocked(ctx, "w"); return err }},
+			{"AcquireSemaphore on a list", s.ns + "sem:{w}", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},
+			{"AcquireSemaphore, owner a list", s.ns + "sem:{w}:owner", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},
+			{"AcquireSemaphore, counter a list", s.ns + "sem:{w}:counter", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},
+			{"SemaphoreHolders on a list", s.ns + "sem:{w}", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
+			{"SemaphoreHolders, owner a list", s.ns + "sem:{w}:owner", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
 		} {
 			s.must(t, "DEL", c.key)
 			s.must(t, "RPUSH", c.key, "x")
@@ -171,6 +198,22 @@ func TestWrongType(t *testing.T) {
 		}
 		if ks := s.keys(t); !sameStrings(ks, []string{s.ns + "lock:{g}:fence"}) {
 			t.Errorf("keys after a refused TryLock: %q", ks)
+		}
+		// A permit whose keys were replaced by another type: an error, no change.
+		p, err := e.AcquireSemaphore(ctx, "pw", SemaphoreOptions{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.must(t, "DEL", s.ns+"sem:{pw}:owner")
+		s.must(t, "RPUSH", s.ns+"sem:{pw}:owner", "x")
+		before := s.snapshot(t)
+		for name, err := range map[string]error{"Release": p.Release(ctx), "Refresh": p.Refresh(ctx)} {
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("Permit.%s with a list owner set: %v", name, err)
+			}
+		}
+		if after := s.snapshot(t); !sameMap(before, after) {
+			t.Errorf("changed keys: %v -> %v", before, after)
 		}
 	})
 }

@@ -26,10 +26,21 @@ var (
 	scriptSemRelease = load("semaphore_release", 2)
 	scriptSemRefresh = load("semaphore_refresh", 2)
 	scriptSemHolders = load("semaphore_holders", 2)
+
+	scriptRecentAdd     = load("recent_add", 1)
+	scriptRecentRemove  = load("recent_remove", 1)
+	scriptRecentSuggest = load("recent_suggest", 1)
+	scriptMembersAdd    = load("members_add", 1)
+	scriptMembersRemove = load("members_remove", 1)
+	scriptSuggest       = load("suggest", 1)
+
+	scriptActiveMark  = load("active_mark", 1)
+	scriptActiveIs    = load("active_is", 1)
+	scriptActiveCount = load("active_count", -1) // 1 scratch key + one per period
 )
 
-// scripts lists every loaded script by file name with its key count, for
-// tests.
+// scripts lists every loaded script by file name with its key count (-1:
+// the caller passes the count), for tests.
 var scripts = map[string]struct{ keys int }{}
 
 func load(name string, keyCount int) *redis.Script {

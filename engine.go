@@ -114,14 +114,10 @@ func (e *Engine) check(kind, name string) error {
 	return nil
 }
 
-// key builds <ns><kind>:{<name>}[:<suffix>]; the braces make every key of
-// one object hash to the same cluster slot.
+// key builds <ns><kind>:{<name>}<suffix>, suffix being "" or ":..."; the
+// braces make every key of one object hash to the same cluster slot.
 func (e *Engine) key(kind, name, suffix string) string {
-	k := e.ns + kind + ":{" + name + "}"
-	if suffix != "" {
-		k += ":" + suffix
-	}
-	return k
+	return e.ns + kind + ":{" + name + "}" + suffix
 }
 
 // duration resolves an optional duration: 0 is def, anything else must be
@@ -354,7 +350,7 @@ func (e *Engine) lock(ctx context.Context, name string, o LockOptions, wait bool
 	}
 	key := e.key("lock", name, "")
 	fence, sent, err := e.acquire(ctx, "lock", name, maxWait, token, ttl,
-		scriptLockAcquire, scriptLockAbandon, []string{key, e.key("lock", name, "fence"), e.key("lock", name, "void:"+token)})
+		scriptLockAcquire, scriptLockAbandon, []string{key, e.key("lock", name, ":fence"), e.key("lock", name, ":void:"+token)})
 	if err != nil {
 		return nil, err
 	}
@@ -587,9 +583,9 @@ func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreO
 	if err != nil {
 		return nil, err
 	}
-	timeouts, owner := e.key("sem", name, ""), e.key("sem", name, "owner")
+	timeouts, owner := e.key("sem", name, ""), e.key("sem", name, ":owner")
 	fence, _, err := e.acquire(ctx, "semaphore", name, wait, token, ttl, scriptSemAcquire, scriptSemAbandon,
-		[]string{timeouts, owner, e.key("sem", name, "counter"), e.key("sem", name, "void:"+token)}, o.Limit)
+		[]string{timeouts, owner, e.key("sem", name, ":counter"), e.key("sem", name, ":void:"+token)}, o.Limit)
 	if err != nil {
 		return nil, err
 	}
@@ -603,7 +599,7 @@ func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error)
 		return 0, err
 	}
 	n, err := e.evalInt64(ctx, scriptSemHolders, "semaphore", name,
-		e.key("sem", name, ""), e.key("sem", name, "owner"))
+		e.key("sem", name, ""), e.key("sem", name, ":owner"))
 	return int(n), err
 }
 
@@ -635,6 +631,151 @@ func (p *Permit) run(ctx context.Context, s *redis.Script, args ...any) error {
 	}
 	if n != 1 {
 		return fmt.Errorf("atomicredis: semaphore %q: permit %d: timed out: %w", p.name, p.fence, ErrNotHeld)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Autocomplete (Redis in Action §6.1): a recent list, and prefix search on
+// a sorted set
+
+// AddRecent puts item at the front of the named recent list, removing any
+// other copy, and keeps the newest N items (WithRecentCapacity, default
+// 100). The item must not be empty.
+func (e *Engine) AddRecent(ctx context.Context, list, item string) error {
+	if err := e.checkRecent(list, item); err != nil {
+		return err
+	}
+	_, err := e.eval(ctx, scriptRecentAdd, "recent list", list, e.key("recent", list, ""), item, e.recentCap)
+	return err
+}
+
+// RemoveRecent removes item from the named recent list; an absent item is
+// not an error.
+func (e *Engine) RemoveRecent(ctx context.Context, list, item string) error {
+	if err := e.checkRecent(list, item); err != nil {
+		return err
+	}
+	_, err := e.eval(ctx, scriptRecentRemove, "recent list", list, e.key("recent", list, ""), item)
+	return err
+}
+
+// SuggestRecent returns up to limit items of the named recent list that
+// start with prefix, ignoring ASCII case, most recent first. The filtering
+// happens on the server.
+func (e *Engine) SuggestRecent(ctx context.Context, list, prefix string, limit int) ([]string, error) {
+	if err := e.checkLimit("recent list", list, limit); err != nil {
+		return nil, err
+	}
+	return redis.Strings(e.eval(ctx, scriptRecentSuggest, "recent list", list, e.key("recent", list, ""), prefix, limit))
+}
+
+// AddMembers adds members (any bytes, the empty string too) to the named
+// prefix-search set. With no members it does nothing.
+func (e *Engine) AddMembers(ctx context.Context, set string, members ...string) error {
+	return e.members(ctx, scriptMembersAdd, set, members)
+}
+
+// RemoveMembers removes members from the named prefix-search set; absent
+// ones are ignored. With no members it does nothing.
+func (e *Engine) RemoveMembers(ctx context.Context, set string, members ...string) error {
+	return e.members(ctx, scriptMembersRemove, set, members)
+}
+
+// Suggest returns up to limit members of the named set that start with
+// prefix, compared as bytes, in byte order. The empty prefix matches every
+// member. A query never adds, removes or hides a member.
+func (e *Engine) Suggest(ctx context.Context, set, prefix string, limit int) ([]string, error) {
+	if err := e.checkLimit("member set", set, limit); err != nil {
+		return nil, err
+	}
+	return redis.Strings(e.eval(ctx, scriptSuggest, "member set", set, e.key("members", set, ""), prefix, limit))
+}
+
+func (e *Engine) members(ctx context.Context, s *redis.Script, set string, members []string) error {
+	if err := e.check("member set", set); err != nil || len(members) == 0 {
+		return err
+	}
+	args := make([]any, 0, len(members)+1)
+	args = append(args, e.key("members", set, ""))
+	for _, m := range members {
+		args = append(args, m)
+	}
+	_, err := e.eval(ctx, s, "member set", set, args...)
+	return err
+}
+
+func (e *Engine) checkRecent(list, item string) error {
+	if err := e.check("recent list", list); err != nil {
+		return err
+	}
+	if item == "" {
+		return fmt.Errorf("atomicredis: recent list %q: empty item: %w", list, ErrInvalid)
+	}
+	return nil
+}
+
+func (e *Engine) checkLimit(kind, name string, limit int) error {
+	if err := e.check(kind, name); err != nil {
+		return err
+	}
+	if limit < 1 {
+		return fmt.Errorf("atomicredis: %s %q: limit %d: must be at least 1: %w", kind, name, limit, ErrInvalid)
+	}
+	return nil
+}
+
+// ---------------------------------------------------------------------------
+// Activity bitmaps: one bit per id per period, SETBIT / GETBIT / BITOP OR
+
+// MaxActiveID is the largest id a bitmap takes (Redis caps bit offsets at
+// 2^32-1). A bitmap costs up to id/8 bytes: keep ids dense.
+const MaxActiveID = 1<<32 - 1
+
+// MarkActive marks id active in the group's bitmap for period (any bytes,
+// such as "2026-11-21").
+func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64) error {
+	if err := e.checkID(group, id); err != nil {
+		return err
+	}
+	_, err := e.eval(ctx, scriptActiveMark, "activity group", group, e.key("active", group, ":"+period), id)
+	return err
+}
+
+// IsActive reports whether id was marked active in the group for period.
+func (e *Engine) IsActive(ctx context.Context, group, period string, id int64) (bool, error) {
+	if err := e.checkID(group, id); err != nil {
+		return false, err
+	}
+	n, err := e.evalInt64(ctx, scriptActiveIs, "activity group", group, e.key("active", group, ":"+period), id)
+	return n == 1, err
+}
+
+// CountActive returns how many ids were active in at least one of the
+// periods (a BITOP OR, counted on the server). At least one period is
+// required.
+func (e *Engine) CountActive(ctx context.Context, group string, periods ...string) (int64, error) {
+	if err := e.check("activity group", group); err != nil {
+		return 0, err
+	}
+	if len(periods) == 0 {
+		return 0, fmt.Errorf("atomicredis: activity group %q: no periods: %w", group, ErrInvalid)
+	}
+	args := make([]any, 0, len(periods)+2)
+	// The scratch key has no ":" after the tag, so no period's key is it.
+	args = append(args, len(periods)+1, e.key("active", group, ""))
+	for _, p := range periods {
+		args = append(args, e.key("active", group, ":"+p))
+	}
+	return e.evalInt64(ctx, scriptActiveCount, "activity group", group, args...)
+}
+
+func (e *Engine) checkID(group string, id int64) error {
+	if err := e.check("activity group", group); err != nil {
+		return err
+	}
+	if id < 0 || id > MaxActiveID {
+		return fmt.Errorf("atomicredis: activity group %q: id %d: must be in [0, 2^32): %w", group, id, ErrInvalid)
 	}
 	return nil
 }

@@ -26,3 +26,42 @@ func Example_lock() {
 	fmt.Println("fence", l.Fence()) // hand this to the guarded resource
 	// Output: fence 1
 }
+
+func Example_autocomplete() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	ctx := context.Background()
+	e := atomicredis.New(pool)
+
+	// Recent contacts (the book's list): newest first, prefix ignoring ASCII case.
+	for _, c := range []string{"alice", "Bob", "Albert"} {
+		e.AddRecent(ctx, "user:7", c)
+	}
+	recent, _ := e.SuggestRecent(ctx, "user:7", "al", 10)
+	fmt.Println(recent)
+
+	// A guild's members (the book's sorted set): exact bytes, byte order.
+	e.AddMembers(ctx, "guild:9", "abc", "abb{", "ab{", "abd", "b")
+	names, _ := e.Suggest(ctx, "guild:9", "ab", 10)
+	fmt.Printf("%q\n", names)
+	// Output:
+	// [Albert alice]
+	// ["abb{" "abc" "abd" "ab{"]
+}
+
+func Example_activity() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	ctx := context.Background()
+	e := atomicredis.New(pool)
+
+	e.MarkActive(ctx, "logins", "2026-11-20", 42)
+	e.MarkActive(ctx, "logins", "2026-11-21", 42)
+	e.MarkActive(ctx, "logins", "2026-11-21", 7)
+	today, _ := e.IsActive(ctx, "logins", "2026-11-21", 7)
+	both, _ := e.CountActive(ctx, "logins", "2026-11-20", "2026-11-21")
+	fmt.Println(today, both)
+	// Output: true 2
+}

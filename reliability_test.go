@@ -45,6 +45,26 @@ func invalidCalls() []call {
 		{"AcquireSemaphore sub-ms Wait", semCall("s", SemaphoreOptions{Limit: 1, Wait: time.Nanosecond})},
 		{"SemaphoreHolders empty name", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, ""); return err }},
 		{"SemaphoreHolders braces", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, "{"); return err }},
+		{"AddRecent empty list", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "", "x") }},
+		{"AddRecent braces", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "l{", "x") }},
+		{"AddRecent empty item", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "l", "") }},
+		{"RemoveRecent empty item", func(ctx context.Context, e *Engine) error { return e.RemoveRecent(ctx, "l", "") }},
+		{"RemoveRecent braces", func(ctx context.Context, e *Engine) error { return e.RemoveRecent(ctx, "}", "x") }},
+		{"SuggestRecent limit 0", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "l", "a", 0); return err }},
+		{"SuggestRecent limit -1", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "l", "a", -1); return err }},
+		{"SuggestRecent empty list", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "", "a", 1); return err }},
+		{"AddMembers empty set", func(ctx context.Context, e *Engine) error { return e.AddMembers(ctx, "", "x") }},
+		{"AddMembers braces", func(ctx context.Context, e *Engine) error { return e.AddMembers(ctx, "{s}", "x") }},
+		{"RemoveMembers empty set", func(ctx context.Context, e *Engine) error { return e.RemoveMembers(ctx, "", "x") }},
+		{"Suggest limit 0", func(ctx context.Context, e *Engine) error { _, err := e.Suggest(ctx, "s", "a", 0); return err }},
+		{"Suggest braces", func(ctx context.Context, e *Engine) error { _, err := e.Suggest(ctx, "s{", "a", 1); return err }},
+		{"MarkActive id -1", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "g", "p", -1) }},
+		{"MarkActive id 2^32", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "g", "p", 1<<32) }},
+		{"MarkActive empty group", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "", "p", 1) }},
+		{"IsActive id -1", func(ctx context.Context, e *Engine) error { _, err := e.IsActive(ctx, "g", "p", -1); return err }},
+		{"IsActive braces", func(ctx context.Context, e *Engine) error { _, err := e.IsActive(ctx, "g}", "p", 1); return err }},
+		{"CountActive no periods", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "g"); return err }},
+		{"CountActive empty group", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "", "p"); return err }},
 	}
 }
 
@@ -139,6 +159,15 @@ func validCalls() []call {
 		{"SemaphoreHolders", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, "c2"); return err }},
 		{"Permit.Refresh", func(ctx context.Context, e *Engine) error { return p.Refresh(ctx) }},
 		{"Permit.Release", func(ctx context.Context, e *Engine) error { return p.Release(ctx) }},
+		{"AddRecent", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "c3", "Alice") }},
+		{"SuggestRecent", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "c3", "al", 5); return err }},
+		{"RemoveRecent", func(ctx context.Context, e *Engine) error { return e.RemoveRecent(ctx, "c3", "Alice") }},
+		{"AddMembers", func(ctx context.Context, e *Engine) error { return e.AddMembers(ctx, "c4", "abc", "abd", "b") }},
+		{"Suggest", func(ctx context.Context, e *Engine) error { _, err := e.Suggest(ctx, "c4", "ab", 5); return err }},
+		{"RemoveMembers", func(ctx context.Context, e *Engine) error { return e.RemoveMembers(ctx, "c4", "abc") }},
+		{"MarkActive", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "c5", "d1", 7) }},
+		{"IsActive", func(ctx context.Context, e *Engine) error { _, err := e.IsActive(ctx, "c5", "d1", 7); return err }},
+		{"CountActive", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "c5", "d1", "d2"); return err }},
 	}
 }
 
@@ -178,9 +207,26 @@ func TestWrongType(t *testing.T) {
 			{"AcquireSemaphore, counter a list", s.ns + "sem:{w}:counter", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},
 			{"SemaphoreHolders on a list", s.ns + "sem:{w}", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
 			{"SemaphoreHolders, owner a list", s.ns + "sem:{w}:owner", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
+			{"AddRecent on a zset", s.ns + "recent:{w}", func() error { return e.AddRecent(ctx, "w", "x") }},
+			{"RemoveRecent on a zset", s.ns + "recent:{w}", func() error { return e.RemoveRecent(ctx, "w", "x") }},
+			{"SuggestRecent on a zset", s.ns + "recent:{w}", func() error { _, err := e.SuggestRecent(ctx, "w", "x", 1); return err }},
+			{"AddMembers on a list", s.ns + "members:{w}", func() error { return e.AddMembers(ctx, "w", "x", "y") }},
+			{"RemoveMembers on a list", s.ns + "members:{w}", func() error { return e.RemoveMembers(ctx, "w", "x") }},
+			{"Suggest on a list", s.ns + "members:{w}", func() error { _, err := e.Suggest(ctx, "w", "x", 1); return err }},
+			{"MarkActive on a list", s.ns + "active:{w}:p", func() error { return e.MarkActive(ctx, "w", "p", 1) }},
+			{"IsActive on a list", s.ns + "active:{w}:p", func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
+			{"CountActive, one period a list", s.ns + "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
+			{"CountActive, a later period a list", s.ns + "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "a", "b", "p"); return err }},
 		} {
 			s.must(t, "DEL", c.key)
-			s.must(t, "RPUSH", c.key, "x")
+			if strings.Contains(c.name, "on a zset") {
+				s.must(t, "ZADD", c.key, 1, "x")
+			} else {
+				s.must(t, "RPUSH", c.key, "x")
+			}
+			if strings.Contains(c.name, "CountActive") {
+				s.must(t, "SETBIT", s.ns+"active:{w}:a", 3, 1) // a good period before the bad one
+			}
 			before := s.snapshot(t)
 			err := c.run()
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
@@ -189,7 +235,7 @@ func TestWrongType(t *testing.T) {
 			if after := s.snapshot(t); !sameMap(before, after) {
 				t.Errorf("%s changed keys: %v -> %v", c.name, before, after)
 			}
-			s.must(t, "DEL", c.key)
+			s.must(t, "DEL", c.key, s.ns+"active:{w}:a")
 		}
 		// A fence key holding text, not a counter, is refused before the SET.
 		s.must(t, "SET", s.ns+"lock:{g}:fence", "abc")

@@ -1,0 +1,410 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+func TestRecentList(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine(WithRecentCapacity(4))
+		for _, item := range []string{"alice", "Bob", "ALBERT", "carol", "alice", "ålborg", "Alfred"} {
+			if err := e.AddRecent(ctx, "u1", item); err != nil {
+				t.Fatal(err)
+			}
+		}
+		got, _ := redis.Strings(s.do("LRANGE", s.ns+"recent:{u1}", 0, -1))
+		if want := []string{"Alfred", "ålborg", "alice", "carol"}; !sameStrings(got, want) {
+			t.Errorf("list %q, want %q (newest first, deduplicated, 4 kept)", got, want)
+		}
+		for _, c := range []struct {
+			prefix string
+			limit  int
+			want   []string
+		}{
+			{"al", 10, []string{"Alfred", "alice"}},
+			{"AL", 10, []string{"Alfred", "alice"}},
+			{"aL", 1, []string{"Alfred"}},
+			{"", 2, []string{"Alfred", "ålborg"}},
+			{"Å", 10, nil}, // ASCII case only: Å and å differ
+			{"å", 10, []string{"ålborg"}},
+			{"alicex", 10, nil},
+			{"c", 10, []string{"carol"}},
+		} {
+			got, err := e.SuggestRecent(ctx, "u1", c.prefix, c.limit)
+			if err != nil || !sameStrings(got, c.want) {
+				t.Errorf("SuggestRecent(%q, %d) = %q, %v; want %q", c.prefix, c.limit, got, err, c.want)
+			}
+		}
+		if err := e.RemoveRecent(ctx, "u1", "alice"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.RemoveRecent(ctx, "u1", "nobody"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.SuggestRecent(ctx, "u1", "a", 10); !sameStrings(got, []string{"Alfred"}) {
+			t.Errorf("after RemoveRecent: %q", got)
+		}
+		if got, err := e.SuggestRecent(ctx, "nobody", "a", 10); err != nil || len(got) != 0 {
+			t.Errorf("missing list: %q, %v", got, err)
+		}
+	})
+}
+
+func TestRecentDefaultCapacity(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		for i := 0; i < 150; i++ {
+			if err := e.AddRecent(ctx, "cap", "name"+string(rune('A'+i%26))+strings.Repeat("x", i/26)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, _ := redis.Int(s.do("LLEN", s.ns+"recent:{cap}")); n != 100 {
+			t.Errorf("LLEN %d, want the default 100", n)
+		}
+	})
+}
+
+// On a real server, the memory the book chose lists to save: 100 names of
+// ten bytes. The figure goes in the README.
+func TestRecentMemoryUsage(t *testing.T) {
+	addr := os.Getenv("REDIS_ADDR")
+	if addr == "" {
+		t.Skip("REDIS_ADDR not set: MEMORY USAGE is measured on a real server")
+	}
+	s := newReal(t, "redis", addr)
+	ctx, e := ctxT(t), s.engine()
+	for i := 0; i < 100; i++ {
+		if err := e.AddRecent(ctx, "mem", "contact"+string(rune('0'+i/10))+string(rune('0'+i%10))+"x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n, err := redis.Int(s.do("MEMORY", "USAGE", s.ns+"recent:{mem}", "SAMPLES", 0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	enc, _ := redis.String(s.do("OBJECT", "ENCODING", s.ns+"recent:{mem}"))
+	t.Logf("MEMORY USAGE of a recent list of 100 ten-byte names: %d bytes (%s encoding)", n, enc)
+	if n <= 1000 || n > 100*100 {
+		t.Errorf("%d bytes for 1000 bytes of names", n)
+	}
+}
+
+func TestSuggestExact(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		members := []string{"", "a", "ab", "abb{", "abc", "abc{", "abd", "ab\xff", "ab\xff\xff", "ac", "b", "\xff", "\xff\xff",
+			"{", "`", "\x00", "a\x00", "é", "éa", "z{"}
+		if err := e.AddMembers(ctx, "g", members...); err != nil {
+			t.Fatal(err)
+		}
+		before := s.snapshot(t)
+		for _, c := range []struct {
+			prefix string
+			limit  int
+			want   []string
+		}{
+			{"ab", 100, []string{"ab", "abb{", "abc", "abc{", "abd", "ab\xff", "ab\xff\xff"}},
+			{"abc", 100, []string{"abc", "abc{"}},
+			{"abb{", 100, []string{"abb{"}},
+			{"ab\xff", 100, []string{"ab\xff", "ab\xff\xff"}},
+			{"\xff", 100, []string{"\xff", "\xff\xff"}},
+			{"\xff\xff\xff", 100, nil},
+			{"", 3, []string{"", "\x00", "`"}},
+			{"a", 2, []string{"a", "a\x00"}},
+			{"{", 100, []string{"{"}},
+			{"é", 100, []string{"é", "éa"}},
+			{"\x00", 100, []string{"\x00"}},
+			{"zz", 100, nil},
+		} {
+			got, err := e.Suggest(ctx, "g", c.prefix, c.limit)
+			if err != nil || !sameStrings(got, c.want) {
+				t.Errorf("Suggest(%q, %d) = %q, %v; want %q", c.prefix, c.limit, got, err, c.want)
+			}
+		}
+		if after := s.snapshot(t); !sameMap(before, after) {
+			t.Errorf("queries changed the set")
+		}
+		if err := e.RemoveMembers(ctx, "g", "abc", "nope"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := e.Suggest(ctx, "g", "abc", 10); !sameStrings(got, []string{"abc{"}) {
+			t.Errorf("after RemoveMembers: %q", got)
+		}
+		if err := e.AddMembers(ctx, "g"); err != nil {
+			t.Errorf("AddMembers with none: %v", err)
+		}
+	})
+}
+
+// oracle is what Suggest must return: the sorted members starting with
+// prefix, at most limit.
+func oracle(sorted []string, prefix string, limit int) []string {
+	i := sort.SearchStrings(sorted, prefix)
+	var out []string
+	for ; i < len(sorted) && strings.HasPrefix(sorted[i], prefix) && len(out) < limit; i++ {
+		out = append(out, sorted[i])
+	}
+	return out
+}
+
+// awkward is an alphabet of the bytes that break the book's markers.
+var awkward = []string{"a", "b", "z", "{", "`", "\x00", "\xff", "é", "A", "|"}
+
+func randomMember(r *rand.Rand) string {
+	var b strings.Builder
+	for n := r.IntN(5); n > 0; n-- {
+		b.WriteString(awkward[r.IntN(len(awkward))])
+	}
+	return b.String()
+}
+
+func TestSuggestOracle(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		r := rand.New(rand.NewPCG(1, 2))
+		set := map[string]bool{}
+		// The book's own markers as members: a query must not remove them.
+		for _, m := range []string{"abb{", "ab{", "a{", "{", "`", "ab`{"} {
+			set[m] = true
+		}
+		for len(set) < 400 {
+			set[randomMember(r)] = true
+		}
+		var sorted []string
+		for m := range set {
+			sorted = append(sorted, m)
+		}
+		sort.Strings(sorted)
+		if err := e.AddMembers(ctx, "o", sorted...); err != nil {
+			t.Fatal(err)
+		}
+		queries := 300
+		if testing.Short() {
+			queries = 100
+		}
+		for i := 0; i < queries; i++ {
+			prefix := randomMember(r)
+			if i%3 == 0 { // often a member's own prefix, so results are not all empty
+				m := sorted[r.IntN(len(sorted))]
+				prefix = m[:r.IntN(len(m)+1)]
+			}
+			for _, limit := range []int{1, 10, 1000} {
+				got, err := e.Suggest(ctx, "o", prefix, limit)
+				if want := oracle(sorted, prefix, limit); err != nil || !sameStrings(got, want) {
+					t.Fatalf("Suggest(%q, %d) = %q, %v; want %q", prefix, limit, got, err, want)
+				}
+			}
+		}
+		if n, _ := redis.Int(s.do("ZCARD", s.ns+"members:{o}")); n != len(sorted) {
+			t.Errorf("ZCARD %d after queries, want %d", n, len(sorted))
+		}
+	})
+}
+
+// Readers and writers at once: every result is sorted, matches the prefix,
+// and holds every member that was never removed.
+func TestSuggestConcurrent(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx := ctxT(t)
+		e := s.engine()
+		stable := []string{"ab", "ab{", "abb{", "abc", "ab\xff"}
+		if err := e.AddMembers(ctx, "c", stable...); err != nil {
+			t.Fatal(err)
+		}
+		var stop atomic.Bool
+		var wg sync.WaitGroup
+		for w := 0; w < 2; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				r := rand.New(rand.NewPCG(uint64(w), 9))
+				for !stop.Load() {
+					m := "ab" + randomMember(r) + "#" // never equal to a stable member
+					if err := e.AddMembers(ctx, "c", m); err != nil {
+						t.Error(err)
+						return
+					}
+					if err := e.RemoveMembers(ctx, "c", m); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}(w)
+		}
+		reads := 300
+		if testing.Short() {
+			reads = 100
+		}
+		for i := 0; i < reads; i++ {
+			got, err := e.Suggest(ctx, "c", "ab", 1000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !sort.StringsAreSorted(got) {
+				t.Fatalf("unsorted: %q", got)
+			}
+			seen := map[string]bool{}
+			for _, m := range got {
+				seen[m] = true
+				if !strings.HasPrefix(m, "ab") {
+					t.Fatalf("%q does not start with ab", m)
+				}
+			}
+			for _, m := range stable {
+				if !seen[m] {
+					t.Fatalf("stable member %q missing from %q", m, got)
+				}
+			}
+		}
+		stop.Store(true)
+		wg.Wait()
+		if got, _ := redis.Strings(s.do("ZRANGE", s.ns+"members:{c}", 0, -1)); !sameStrings(got, []string{"ab", "abb{", "abc", "ab{", "ab\xff"}) {
+			t.Errorf("set after the run: %q", got)
+		}
+	})
+}
+
+// FuzzSuggest checks Suggest against the oracle on miniredis; go test runs
+// the seeds, go test -fuzz FuzzSuggest explores.
+func FuzzSuggest(f *testing.F) {
+	f.Add("ab\x00abb{\x00abc\x00ab\xff", "ab", 3)
+	f.Add("{\x00`\x00\xff\xff\x00", "\xff", 10)
+	f.Add("\x00a\x00", "", 1)
+	s := newMini(f)
+	e := s.engine()
+	f.Fuzz(func(t *testing.T, joined, prefix string, limit int) {
+		limit = 1 + abs(limit)%50
+		ctx := context.Background()
+		key := s.ns + "members:{f}"
+		s.mini.Del(key)
+		members := strings.Split(joined, "\x00")
+		if err := e.AddMembers(ctx, "f", members...); err != nil {
+			t.Fatal(err)
+		}
+		sorted := uniqueSorted(members)
+		got, err := e.Suggest(ctx, "f", prefix, limit)
+		if want := oracle(sorted, prefix, limit); err != nil || !sameStrings(got, want) {
+			t.Fatalf("Suggest(%q, %d) over %q = %q, %v; want %q", prefix, limit, sorted, got, err, want)
+		}
+		if after, _ := redis.Strings(s.do("ZRANGE", key, 0, -1)); !sameStrings(after, sorted) {
+			t.Fatalf("the query changed the set: %q -> %q", sorted, after)
+		}
+	})
+}
+
+func abs(n int) int {
+	if n < 0 {
+		return -n
+	}
+	return n
+}
+
+func uniqueSorted(in []string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range in {
+		if !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func TestActivity(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		marks := map[string][]int64{
+			"2026-11-19": {1, 5, 9},
+			"2026-11-20": {5, 7, MaxActiveID >> 12},
+			"":           {0}, // the empty period is a period too
+			"a{b}:c":     {3},
+		}
+		for period, ids := range marks {
+			for _, id := range ids {
+				if err := e.MarkActive(ctx, "daily", period, id); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for _, c := range []struct {
+			period string
+			id     int64
+			want   bool
+		}{{"2026-11-19", 5, true}, {"2026-11-19", 7, false}, {"2026-11-20", MaxActiveID >> 12, true}, {"", 0, true}, {"", 1, false}, {"none", 1, false}, {"a{b}:c", 3, true}} {
+			if got, err := e.IsActive(ctx, "daily", c.period, c.id); got != c.want || err != nil {
+				t.Errorf("IsActive(%q, %d) = %v, %v", c.period, c.id, got, err)
+			}
+		}
+		for _, c := range []struct {
+			periods []string
+			want    int64
+		}{
+			{[]string{"2026-11-19"}, 3},
+			{[]string{"2026-11-19", "2026-11-20"}, 5},
+			{[]string{"2026-11-19", "2026-11-20", "", "a{b}:c", "missing"}, 7},
+			{[]string{"missing"}, 0},
+			{[]string{"2026-11-19", "2026-11-19"}, 3},
+		} {
+			if got, err := e.CountActive(ctx, "daily", c.periods...); got != c.want || err != nil {
+				t.Errorf("CountActive(%q) = %d, %v; want %d", c.periods, got, err, c.want)
+			}
+		}
+		want := []string{s.ns + "active:{daily}:", s.ns + "active:{daily}:2026-11-19", s.ns + "active:{daily}:2026-11-20", s.ns + "active:{daily}:a{b}:c"}
+		if got := s.keys(t); !sameStrings(got, want) {
+			t.Errorf("keys %q, want %q (no scratch key left)", got, want)
+		}
+	})
+}
+
+func TestActivityManyPeriods(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		var periods []string
+		for i := 0; i < 2500; i++ {
+			periods = append(periods, "p"+strings.Repeat("x", i%7)+string(rune('0'+i%10))+string(rune('a'+i/10%26))+string(rune('A'+i/260)))
+		}
+		periods = uniqueSorted(periods)
+		for i, p := range periods[:40] {
+			if err := e.MarkActive(ctx, "many", p, int64(i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.MarkActive(ctx, "many", periods[len(periods)-1], 1000); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.CountActive(ctx, "many", periods...); n != 41 || err != nil {
+			t.Errorf("CountActive over %d periods = %d, %v; want 41", len(periods), n, err)
+		}
+		if ks := s.keys(t); len(ks) != 41 {
+			t.Errorf("%d keys, want 41", len(ks))
+		}
+	})
+}
+
+func TestActivityBadID(t *testing.T) {
+	s := newMini(t)
+	ctx, e := ctxT(t), s.engine()
+	for _, id := range []int64{-1, MaxActiveID + 1, -1 << 62} {
+		if err := e.MarkActive(ctx, "g", "p", id); !errors.Is(err, ErrInvalid) {
+			t.Errorf("MarkActive id %d: %v", id, err)
+		}
+		if _, err := e.IsActive(ctx, "g", "p", id); !errors.Is(err, ErrInvalid) {
+			t.Errorf("IsActive id %d: %v", id, err)
+		}
+	}
+	if _, err := e.CountActive(ctx, "g"); !errors.Is(err, ErrInvalid) {
+		t.Errorf("CountActive with no periods: %v", err)
+	}
+}

@@ -184,11 +184,7 @@ func unknownOutcome(err error) bool {
 
 // evalInt64 is eval for scripts that reply with one integer.
 func (e *Engine) evalInt64(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (int64, error) {
-	n, err := redis.Int64(e.eval(ctx, s, kind, name, keysAndArgs...))
-	if err != nil && !errors.Is(err, redis.ErrNil) {
-		return 0, err
-	}
-	return n, err
+	return redis.Int64(e.eval(ctx, s, kind, name, keysAndArgs...))
 }
 
 // retry calls try until it succeeds or fails, until wait runs out (an
@@ -232,9 +228,9 @@ func pauseFor(attempt int, hint time.Duration) time.Duration {
 // when the granting attempt was sent), wait runs out, or ctx ends.
 //
 // Acquire scripts share one shape: KEYS are keys, the last being the
-// token's void mark; ARGV are token, extra..., ttl in ms; the reply is {1, fence} or
-// {0, ms until the holder's expiry}. Their abandon scripts take the same
-// keys, then ARGV token, ttl in ms. When an attempt fails with its outcome
+// token's void mark; ARGV are token, extra..., ttl in ms; the reply is
+// {1, fence} or {0, ms until the holder's expiry}. Their abandon scripts
+// take the same keys, then ARGV token, ttl in ms. When an attempt fails with its outcome
 // unknown (a timeout, a reset connection: the script may have run, or may
 // yet), abandon undoes it, so no caller holds what it was told it did not
 // get.

@@ -1,0 +1,612 @@
+package atomicredis
+
+// Reliability under faults: mutual exclusion and admission checked through
+// a proxy that delays and cuts traffic, and the book's code failing in the
+// same harness (which proves the checkers can see a failure).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"sort"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// checkerScale is how many acquisitions a checker makes: the full 100k on
+// a real server (CI), a few thousand on miniredis or with -short.
+func checkerScale(s *server) int {
+	if s.mini != nil || testing.Short() {
+		return 3000
+	}
+	return 100000
+}
+
+// section is one holder's time inside the critical section, by this
+// process's monotonic clock.
+type section struct {
+	start, end time.Time
+	valid      bool // the server confirmed at release that it held throughout
+}
+
+// overlapsAmongValid counts sections that begin before an earlier valid
+// one ended: valid holders' sections must be disjoint.
+func overlapsAmongValid(secs []section) int {
+	var valid []section
+	for _, s := range secs {
+		if s.valid {
+			valid = append(valid, s)
+		}
+	}
+	sort.Slice(valid, func(i, j int) bool { return valid[i].start.Before(valid[j].start) })
+	n := 0
+	var lastEnd time.Time
+	for _, s := range valid {
+		if s.start.Before(lastEnd) {
+			n++
+		}
+		if s.end.After(lastEnd) {
+			lastEnd = s.end
+		}
+	}
+	return n
+}
+
+// overAdmissions counts section starts at which more than limit valid
+// sections were open.
+func overAdmissions(secs []section, limit int) (over, peak int) {
+	type ev struct {
+		t     time.Time
+		delta int
+	}
+	var evs []ev
+	for _, s := range secs {
+		if s.valid {
+			evs = append(evs, ev{s.start, 1}, ev{s.end, -1})
+		}
+	}
+	sort.Slice(evs, func(i, j int) bool {
+		if evs[i].t.Equal(evs[j].t) {
+			return evs[i].delta < evs[j].delta // an end before a start at the same instant
+		}
+		return evs[i].t.Before(evs[j].t)
+	})
+	open := 0
+	for _, e := range evs {
+		open += e.delta
+		if e.delta > 0 && open > limit {
+			over++
+		}
+		peak = max(peak, open)
+	}
+	return over, peak
+}
+
+// fencedResource is what a lock guards: it remembers the highest fence that
+// entered and refuses work from a lower one.
+type fencedResource struct {
+	mu  sync.Mutex
+	max int64
+}
+
+func (r *fencedResource) enter(fence int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if fence < r.max {
+		return false
+	}
+	r.max = fence
+	return true
+}
+
+func (r *fencedResource) stillMine(fence int64) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.max == fence
+}
+
+type mutexFigures struct {
+	acquisitions, lost, fencedOut, refusedAtEntry, errs, overlaps, fenceViolations int64
+}
+
+// TestMutualExclusionUnderFaults: 32 goroutines on 4 engines take 16 lock
+// names through a proxy that delays a fifth of all chunks by up to 20 ms and
+// cuts connections at random, with 40 ms leases; 2% of holders stay 50 ms,
+// so leases run out mid-section and others get in. Valid holders (the
+// release found the lock still theirs) never overlap, and no holder the
+// fence caught had a valid release.
+func TestMutualExclusionUnderFaults(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		target := checkerScale(s)
+		proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+		pool := newPool(t, proxy.addr())
+		pool.MaxIdle = 64
+		const workers, names, engines = 32, 16, 4
+		es := make([]*Engine, engines)
+		for i := range es {
+			es[i] = New(pool, WithNamespace(s.ns))
+		}
+		resources := make([]fencedResource, names)
+		sections := make([][]section, names)
+		var secMu sync.Mutex
+		var f mutexFigures
+		stopChaos := proxy.chaos()
+		deadline := time.Now().Add(5 * time.Minute)
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			wg.Add(1)
+			go func(w int) {
+				defer wg.Done()
+				e := es[w%engines]
+				ctx := context.Background()
+				for atomic.LoadInt64(&f.acquisitions) < int64(target) && time.Now().Before(deadline) {
+					n := rand.IntN(names)
+					l, err := e.Lock(ctx, "m"+strconv.Itoa(n), LockOptions{TTL: 40 * time.Millisecond, Wait: 10 * time.Second})
+					if err != nil {
+						atomic.AddInt64(&f.errs, 1)
+						continue
+					}
+					atomic.AddInt64(&f.acquisitions, 1)
+					start := time.Now()
+					res := &resources[n]
+					entered := res.enter(l.Fence())
+					if !entered {
+						atomic.AddInt64(&f.refusedAtEntry, 1)
+					}
+					switch r := rand.IntN(100); {
+					case r < 2: // outlive the lease: a waiter may get in meanwhile
+						time.Sleep(50 * time.Millisecond)
+					case r < 25:
+						time.Sleep(rand.N(2 * time.Millisecond))
+					}
+					fenced := !entered || !res.stillMine(l.Fence())
+					end := time.Now()
+					err = l.Unlock(ctx)
+					valid := err == nil
+					switch {
+					case errors.Is(err, ErrNotHeld):
+						atomic.AddInt64(&f.lost, 1)
+					case err != nil:
+						atomic.AddInt64(&f.errs, 1)
+					}
+					if fenced {
+						atomic.AddInt64(&f.fencedOut, 1)
+						if valid { // a higher fence got in while the server said we held it
+							atomic.AddInt64(&f.fenceViolations, 1)
+						}
+					}
+					secMu.Lock()
+					sections[n] = append(sections[n], section{start, end, valid})
+					secMu.Unlock()
+				}
+			}(w)
+		}
+		wg.Wait()
+		stopChaos()
+		for _, secs := range sections {
+			f.overlaps += int64(overlapsAmongValid(secs))
+		}
+		t.Logf("%s: %d acquisitions, %d overlaps among valid holders, %d fence violations, %d lost leases, %d fenced out (%d refused at entry), %d errors, %d connections cut",
+			s.name, f.acquisitions, f.overlaps, f.fenceViolations, f.lost, f.fencedOut, f.refusedAtEntry, f.errs, proxy.cuts.Load())
+		if f.overlaps != 0 || f.fenceViolations != 0 {
+			t.Errorf("mutual exclusion broken: %d overlaps, %d fence violations", f.overlaps, f.fenceViolations)
+		}
+		if f.acquisitions < int64(target)*9/10 {
+			t.Errorf("only %d of %d acquisitions succeeded", f.acquisitions, target)
+		}
+		if f.lost == 0 || f.fencedOut == 0 {
+			t.Errorf("%d lost leases, %d fenced out: the faults did not bite, the check proves little", f.lost, f.fencedOut)
+		}
+	})
+}
+
+// serverAddr is the address the server's pool dials.
+func serverAddr(s *server) string {
+	if s.mini != nil {
+		return s.mini.Addr()
+	}
+	if s.name == "cluster" {
+		return os.Getenv("REDIS_CLUSTER_ADDR")
+	}
+	return os.Getenv("REDIS_ADDR")
+}
+
+// admission runs acquire/release cycles of 64 goroutines on sems
+// semaphores through a proxy that delays and cuts, each holder staying up
+// to hold, and
+// returns the sections per semaphore. acquire returns a release func, or
+// nil when refused.
+func admission(t *testing.T, s *server, target, sems int, hold time.Duration, acquire func(c redis.Conn, e *Engine, sem string) (release func() (bool, error), err error)) (secs [][]section, granted, errs int64) {
+	proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+	pool := newPool(t, proxy.addr())
+	pool.MaxIdle = 128
+	const workers = 64
+	e := New(pool, WithNamespace(s.ns))
+	secs = make([][]section, sems)
+	var mu sync.Mutex
+	var started atomic.Int64
+	stopChaos := proxy.chaos()
+	deadline := time.Now().Add(5 * time.Minute)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for started.Load() < int64(target) && time.Now().Before(deadline) {
+				n := rand.IntN(sems)
+				c := pool.Get()
+				release, err := acquire(c, e, "s"+strconv.Itoa(n))
+				if err != nil {
+					atomic.AddInt64(&errs, 1)
+					c.Close()
+					continue
+				}
+				if release == nil {
+					c.Close()
+					time.Sleep(time.Millisecond)
+					continue
+				}
+				started.Add(1)
+				atomic.AddInt64(&granted, 1)
+				start := time.Now()
+				time.Sleep(rand.N(hold))
+				end := time.Now()
+				held, err := release()
+				if err != nil && !errors.Is(err, ErrNotHeld) {
+					atomic.AddInt64(&errs, 1)
+				}
+				c.Close()
+				mu.Lock()
+				secs[n] = append(secs[n], section{start, end, held && err == nil})
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	stopChaos()
+	return secs, granted, errs
+}
+
+func TestAdmissionUnderFaults(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		const limit = 5
+		ttl := 50 * time.Millisecond
+		if s.mini != nil {
+			ttl = 250 * time.Millisecond // miniredis's Lua, under -race, is slow enough to time out 50 ms permits
+		}
+		secs, granted, errs := admission(t, s, checkerScale(s), 4, 2*time.Millisecond, func(_ redis.Conn, e *Engine, sem string) (func() (bool, error), error) {
+			p, err := e.AcquireSemaphore(context.Background(), sem, SemaphoreOptions{Limit: limit, TTL: ttl})
+			if errors.Is(err, ErrNotAcquired) {
+				return nil, nil
+			}
+			if err != nil {
+				return nil, err
+			}
+			return func() (bool, error) {
+				err := p.Release(context.Background())
+				return err == nil, err
+			}, nil
+		})
+		over, peak, timedOut := 0, 0, 0
+		for _, ss := range secs {
+			o, p := overAdmissions(ss, limit)
+			over, peak = over+o, max(peak, p)
+			for _, x := range ss {
+				if !x.valid {
+					timedOut++
+				}
+			}
+		}
+		t.Logf("%s: %d permits granted on 4 semaphores of limit %d, %d over-admissions (peak %d valid at once), %d timed out or cut, %d errors",
+			s.name, granted, limit, over, peak, timedOut, errs)
+		if over != 0 {
+			t.Errorf("%d over-admissions", over)
+		}
+		if want := map[bool]int{true: 2, false: limit}[s.mini != nil]; peak < want {
+			t.Errorf("peak %d valid holders at once, want at least %d: the check proves little", peak, want)
+		}
+	})
+}
+
+// The book's fair semaphore (listing 6.14) over-admits under injected
+// latency: a client whose second MULTI block (the ZADDs and ZRANK) is held
+// back 150 ms ranks below one that INCRed after it and was admitted
+// meanwhile, so both hold. The section checker counts the over-admission.
+func TestBookFairSemaphoreOverAdmits(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		const limit = 5
+		key := s.ns + "semaphore:book"
+		slow := startProxy(t, serverAddr(s), faults{holdOn: []byte("ZRANK"), holdFor: 150 * time.Millisecond})
+		type holder struct {
+			c     redis.Conn
+			id    string
+			start time.Time
+		}
+		var holders []holder
+		acquire := func(c redis.Conn) {
+			id, err := bookAcquireFairSemaphore(c, key, limit, 10*time.Second, time.Now())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id != "" {
+				holders = append(holders, holder{c, id, time.Now()})
+			}
+		}
+		for i := 0; i < limit-1; i++ { // four holders: one slot left
+			acquire(s.pool.Get())
+		}
+		slowConn, err := redis.Dial("tcp", slow.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan struct{})
+		var slowID string
+		go func() { // INCRs now, ranks in 150 ms
+			defer close(done)
+			slowID, _ = bookAcquireFairSemaphore(slowConn, key, limit, 10*time.Second, time.Now())
+		}()
+		time.Sleep(50 * time.Millisecond)
+		acquire(s.pool.Get()) // INCRs after the slow client, ranks first: the fifth
+		<-done
+		if slowID != "" {
+			holders = append(holders, holder{slowConn, slowID, time.Now()})
+		}
+		end := time.Now()
+		var secs []section
+		for _, h := range holders {
+			held, err := bookReleaseFairSemaphore(h.c, key, h.id)
+			secs = append(secs, section{h.start, end, held && err == nil})
+			h.c.Close()
+		}
+		over, peak := overAdmissions(secs, limit)
+		t.Logf("%s: the book's fair semaphore with one client's second MULTI held back 150 ms: %d holders at once, limit %d, %d over-admission(s) counted", s.name, peak, limit, over)
+		if over == 0 {
+			t.Errorf("the book's fair semaphore did not over-admit: the checker cannot see the failure")
+		}
+
+		// Ours, staged the same way: the acquire is one script, so there is
+		// no second step to hold back; whichever lands first gets the slot.
+		e := s.engine()
+		var ours []*Permit
+		for i := 0; i < limit-1; i++ {
+			p, err := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ours = append(ours, p)
+		}
+		slowOurs := New(newPool(t, startProxy(t, serverAddr(s), faults{holdOn: []byte("EVALSHA"), holdFor: 150 * time.Millisecond}).addr()), WithNamespace(s.ns))
+		var slowErr error
+		done = make(chan struct{})
+		go func() {
+			defer close(done)
+			_, slowErr = slowOurs.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
+		}()
+		time.Sleep(50 * time.Millisecond)
+		_, fastErr := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
+		<-done
+		if n, _ := e.SemaphoreHolders(context.Background(), "ours"); n != limit || (fastErr == nil) == (slowErr == nil) {
+			t.Errorf("ours: %d holders, fast %v, slow %v; want %d holders and exactly one refused", n, fastErr, slowErr, limit)
+		}
+	})
+}
+
+// acquire_lock_with_timeout (listing 6.11) cut between SETNX and EXPIRE
+// leaves a lock with no TTL: held forever if no waiter repairs it. Ours,
+// cut right after its one request, always has a lease.
+func TestBookLockCutBeforeExpire(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		proxy := startProxy(t, serverAddr(s), faults{cutOn: []byte("EXPIRE")})
+		c, err := redis.Dial("tcp", proxy.addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		var retries atomic.Int64
+		_, err = bookAcquireLockWithTimeout(c, s.ns+"lock:book", time.Second, 10*time.Second, &retries)
+		if err == nil {
+			t.Fatal("the cut was not seen")
+		}
+		ttl, _ := redis.Int(s.do("TTL", s.ns+"lock:book"))
+		t.Logf("%s: the book's lock after a cut between SETNX and EXPIRE: TTL %d", s.name, ttl)
+		if ttl != -1 {
+			t.Errorf("TTL %d, want -1: the failure was not reproduced", ttl)
+		}
+
+		// Ours: cut every connection right after the acquire request.
+		cutting := startProxy(t, serverAddr(s), faults{cutOn: []byte("EVALSHA")})
+		ours := New(newPool(t, cutting.addr()), WithNamespace(s.ns))
+		if _, err := ours.TryLock(context.Background(), "ours", LockOptions{TTL: time.Minute}); err == nil {
+			t.Fatal("the cut was not seen")
+		}
+		if pttl, _ := redis.Int(s.do("PTTL", s.ns+"lock:{ours}")); pttl == -1 {
+			t.Errorf("our lock has no TTL after a cut")
+		}
+	})
+}
+
+// refresh_fair_semaphore (listing 6.16) refreshes a permit past its
+// timeout when nobody purged it yet: a timed-out permit comes back. Ours
+// answers ErrNotHeld and the permit stays gone.
+func TestBookRefreshRevives(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		c := s.pool.Get()
+		defer c.Close()
+		key := s.ns + "semaphore:book"
+		t0 := time.Now()
+		id, err := bookAcquireFairSemaphore(c, key, 1, time.Second, t0)
+		if err != nil || id == "" {
+			t.Fatal(id, err)
+		}
+		// Two seconds later by the client's clock the permit has timed out.
+		ok, err := bookRefreshFairSemaphore(c, key, id, t0.Add(2*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("%s: the book's refresh of a permit 1s past its timeout returned %v", s.name, ok)
+		if !ok {
+			t.Errorf("the book's refresh refused a timed-out permit: the failure was not reproduced")
+		}
+
+		e := s.engine()
+		p, err := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: 1, TTL: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(100 * time.Millisecond)
+		if err := p.Refresh(context.Background()); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("our Refresh of a timed-out permit: %v", err)
+		}
+		if n, _ := e.SemaphoreHolders(context.Background(), "ours"); n != 0 {
+			t.Errorf("%d holders after a refused Refresh", n)
+		}
+	})
+}
+
+// Jumps of the server's TIME change what server time says and nothing
+// else: no lock or permit is lost or gained by them.
+func TestClockJumps(t *testing.T) {
+	s := newMini(t)
+	ctx, e := ctxT(t), s.engine()
+	base := time.Now()
+	s.mini.SetTime(base)
+	l, err := e.TryLock(ctx, "clk", LockOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := e.AcquireSemaphore(ctx, "clk", SemaphoreOptions{Limit: 1, TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, jump := range []time.Duration{5 * time.Second, -5 * time.Second, 9 * time.Second, -5 * time.Second, 0} {
+		s.mini.SetTime(base.Add(jump))
+		if held, err := l.Held(ctx); !held || err != nil {
+			t.Errorf("TIME %+v: lock Held = %v, %v", jump, held, err)
+		}
+		if ttl, _ := l.TTL(ctx); ttl != 10*time.Second {
+			t.Errorf("TIME %+v: lock TTL %v: the lease follows the TTL clock, not TIME", jump, ttl)
+		}
+		if n, _ := e.SemaphoreHolders(ctx, "clk"); n != 1 {
+			t.Errorf("TIME %+v: %d permits, want 1 (deadline is base+10s)", jump, n)
+		}
+		if err := p.Refresh(ctx); err != nil {
+			t.Errorf("TIME %+v: Refresh: %v", jump, err)
+		}
+		s.mini.SetTime(base) // Refresh moved the deadline to now+10s; keep it at base+10s
+		p.Refresh(ctx)
+	}
+	s.mini.SetTime(base.Add(10 * time.Second))
+	if n, _ := e.SemaphoreHolders(ctx, "clk"); n != 0 {
+		t.Errorf("at the deadline by server time: %d permits", n)
+	}
+}
+
+// SCRIPT FLUSH while operations run: every operation recovers through the
+// EVAL fallback, none fails.
+func TestScriptFlushMidRun(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		stop := make(chan struct{})
+		var flushes atomic.Int64
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+					s.do("SCRIPT", "FLUSH")
+					flushes.Add(1)
+				}
+			}
+		}()
+		for i := 0; i < 300; i++ {
+			for _, c := range validCalls() {
+				if err := c.run(ctx, e); err != nil {
+					t.Fatalf("round %d, %s during SCRIPT FLUSH: %v", i, c.name, err)
+				}
+			}
+		}
+		close(stop)
+		wg.Wait()
+		t.Logf("%s: 300 rounds of every operation, %d SCRIPT FLUSHes, no failure", s.name, flushes.Load())
+	})
+}
+
+// A restart of a private redis-server mid-run: operations fail while it is
+// down and all recover after. Locks do not survive (no persistence): the
+// single-node durability caveat in the README.
+func TestServerRestart(t *testing.T) {
+	path, err := execLookPath("redis-server")
+	if err != nil {
+		t.Skip("redis-server not on PATH: the restart test needs a private server")
+	}
+	addr, stop, err := startRedis(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := newPool(t, addr)
+	e, ctx := New(pool), context.Background()
+	l, err := e.TryLock(ctx, "r", LockOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	if _, err := e.IsLocked(ctx, "r"); err == nil {
+		t.Fatal("no error with the server down")
+	}
+	port := addr[len("127.0.0.1:"):]
+	_, stop2, err := startRedisOn(path, port)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop2()
+	var recovered error
+	for i := 0; i < 3; i++ { // the pool may hand out a dead connection first
+		if recovered = runAll(ctx, e); recovered == nil {
+			break
+		}
+	}
+	if recovered != nil {
+		t.Fatalf("after the restart: %v", recovered)
+	}
+	if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("a lock from before the restart: Unlock = %v, want ErrNotHeld (nothing persisted)", err)
+	}
+}
+
+func runAll(ctx context.Context, e *Engine) error {
+	for _, c := range validCalls() {
+		if err := c.run(ctx, e); err != nil {
+			return fmt.Errorf("%s: %w", c.name, err)
+		}
+	}
+	return nil
+}
+
+// The counting functions themselves see a violation when there is one.
+func TestCheckersCount(t *testing.T) {
+	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
+	secs := []section{{at(0), at(10), true}, {at(5), at(15), true}, {at(12), at(20), false}, {at(15), at(16), true}}
+	if n := overlapsAmongValid(secs); n != 1 {
+		t.Errorf("overlapsAmongValid = %d, want 1 (the invalid one and a touching one do not count)", n)
+	}
+	over, peak := overAdmissions(secs, 1)
+	if over != 1 || peak != 2 {
+		t.Errorf("overAdmissions(limit 1) = %d, peak %d; want 1, 2", over, peak)
+	}
+	if over, _ := overAdmissions(secs, 2); over != 0 {
+		t.Errorf("overAdmissions(limit 2) = %d, want 0", over)
+	}
+}

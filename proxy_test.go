@@ -1,0 +1,160 @@
+package atomicredis
+
+import (
+	"bytes"
+	"math/rand/v2"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// faultProxy is a loopback TCP proxy between clients and Redis that delays
+// traffic with jitter and cuts connections, so the checkers can see what
+// latency and network failures do to locks and semaphores.
+type faultProxy struct {
+	ln     net.Listener
+	target string
+	faults // fixed when the proxy starts
+
+	mu    sync.Mutex
+	conns map[net.Conn]net.Conn // client side -> server side
+	wg    sync.WaitGroup
+	cuts  atomic.Int64
+}
+
+// faults are what a proxy does to the traffic.
+type faults struct {
+	delayP   float64       // chance that a chunk is held back
+	maxDelay time.Duration // held back by uniform [0, maxDelay)
+	// cutOn, if set, cuts a connection instead of forwarding a client
+	// chunk that contains it (e.g. "EXPIRE": between two commands).
+	cutOn []byte
+	// holdOn, if set, holds back client chunks that contain it for holdFor
+	// (e.g. the second MULTI block of a two-step acquire).
+	holdOn  []byte
+	holdFor time.Duration
+}
+
+// startProxy listens on a free loopback port and forwards to target until
+// the test ends.
+func startProxy(t testing.TB, target string, f faults) *faultProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &faultProxy{ln: ln, target: target, faults: f, conns: map[net.Conn]net.Conn{}}
+	p.wg.Add(1)
+	go p.accept()
+	t.Cleanup(p.close)
+	return p
+}
+
+func (p *faultProxy) addr() string { return p.ln.Addr().String() }
+
+func (p *faultProxy) accept() {
+	defer p.wg.Done()
+	for {
+		c, err := p.ln.Accept()
+		if err != nil {
+			return
+		}
+		s, err := net.Dial("tcp", p.target)
+		if err != nil {
+			c.Close()
+			continue
+		}
+		p.mu.Lock()
+		p.conns[c] = s
+		p.mu.Unlock()
+		p.wg.Add(2)
+		go p.pipe(c, s, true)
+		go p.pipe(s, c, false)
+	}
+}
+
+// pipe copies one direction chunk by chunk; a delayed chunk delays the ones
+// behind it, as on a slow link.
+func (p *faultProxy) pipe(from, to net.Conn, fromClient bool) {
+	defer p.wg.Done()
+	defer from.Close()
+	defer to.Close()
+	if fromClient {
+		defer func() {
+			p.mu.Lock()
+			delete(p.conns, from)
+			p.mu.Unlock()
+		}()
+	}
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := from.Read(buf)
+		if n > 0 {
+			if fromClient && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) {
+				p.cuts.Add(1)
+				return
+			}
+			if fromClient && p.holdOn != nil && bytes.Contains(buf[:n], p.holdOn) {
+				time.Sleep(p.holdFor)
+			}
+			if p.delayP > 0 && rand.Float64() < p.delayP {
+				time.Sleep(rand.N(p.maxDelay))
+			}
+			if _, err := to.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		if err != nil {
+			return // EOF or a cut: closing both sides passes it on
+		}
+	}
+}
+
+// cutRandom closes one open connection, both sides, mid-whatever.
+func (p *faultProxy) cutRandom() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := rand.IntN(len(p.conns) + 1)
+	for c, s := range p.conns {
+		if n == 0 {
+			c.Close()
+			s.Close()
+			delete(p.conns, c)
+			p.cuts.Add(1)
+			return
+		}
+		n--
+	}
+}
+
+// chaos cuts a random connection every 20-200 ms until stopped.
+func (p *faultProxy) chaos() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(20*time.Millisecond + rand.N(180*time.Millisecond)):
+				p.cutRandom()
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+func (p *faultProxy) close() {
+	p.ln.Close()
+	p.mu.Lock()
+	for c, s := range p.conns {
+		c.Close()
+		s.Close()
+	}
+	p.mu.Unlock()
+	p.wg.Wait()
+}

@@ -373,7 +373,8 @@ func (l *Lock) Token() string { return l.token }
 // Fence returns this holding's fencing token: it grows strictly with every
 // acquisition of the lock's name, across engines and processes. Pass it to
 // the resource the lock guards, which should refuse a fence lower than the
-// highest it has seen.
+// highest it has seen. The counter behind it (<ns>lock:{name}:fence) never
+// expires: one small key per lock name.
 func (l *Lock) Fence() int64 { return l.fence }
 
 // Lost returns a channel the watchdog closes when it finds the lock gone

@@ -8,6 +8,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math/rand/v2"
 	"os"
 	"sort"
@@ -608,5 +611,46 @@ func TestCheckersCount(t *testing.T) {
 	}
 	if over, _ := overAdmissions(secs, 2); over != 0 {
 		t.Errorf("overAdmissions(limit 2) = %d, want 0", over)
+	}
+}
+
+// The library reads the client's clock only to pace waits and renewals:
+// every time.Now, time.Since and time.Until in engine.go sits in one of
+// these functions, none of which decides who holds what.
+func TestClientClockOnlyPaces(t *testing.T) {
+	allowed := map[string]string{
+		"retry":   "the caller's wait deadline",
+		"acquire": "when the granting attempt was sent, the watchdog's first renewal base",
+		"Extend":  "when the extension was sent, for the watchdog",
+		"watch":   "renewal pacing and giving up once the lease must have run out",
+		"ctxErr":  "whether ctx's deadline has passed",
+	}
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "engine.go", nil, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := 0
+	for _, d := range f.Decls {
+		fn, ok := d.(*ast.FuncDecl)
+		if !ok {
+			continue
+		}
+		ast.Inspect(fn, func(n ast.Node) bool {
+			sel, ok := n.(*ast.SelectorExpr)
+			if !ok {
+				return true
+			}
+			if x, ok := sel.X.(*ast.Ident); ok && x.Name == "time" && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") {
+				seen++
+				if _, ok := allowed[fn.Name.Name]; !ok {
+					t.Errorf("%s: time.%s in %s, which is not a pacing function", fset.Position(sel.Pos()), sel.Sel.Name, fn.Name.Name)
+				}
+			}
+			return true
+		})
+	}
+	if seen == 0 {
+		t.Error("found no clock reads at all: the scan is broken")
 	}
 }

@@ -281,20 +281,13 @@ func TestSemaphoreAdmission(t *testing.T) {
 func TestSemaphoreCutOff(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		e := s.engine()
-		cut := 0
-		for i := 0; i < 200; i++ {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%40)*10*time.Microsecond)
+		cutOff(t, func(ctx context.Context) (func(context.Context) error, error) {
 			p, err := e.AcquireSemaphore(ctx, "cut", SemaphoreOptions{Limit: 1, TTL: time.Minute})
-			cancel()
-			if err == nil {
-				if err := p.Release(context.Background()); err != nil {
-					t.Fatal(err)
-				}
-			} else {
-				cut++
+			if err != nil {
+				return nil, err
 			}
-		}
-		t.Logf("%d of 200 acquisitions cut off", cut)
+			return p.Release, nil
+		})
 		if n, err := e.SemaphoreHolders(context.Background(), "cut"); n != 0 || err != nil {
 			t.Errorf("holders %d, %v after cut-off acquisitions", n, err)
 		}

@@ -681,7 +681,10 @@ func (e *Engine) RemoveMembers(ctx context.Context, set string, members ...strin
 
 // Suggest returns up to limit members of the named set that start with
 // prefix, compared as bytes, in byte order. The empty prefix matches every
-// member. A query never adds, removes or hides a member.
+// member. A query never adds, removes or hides a member; it finds them with
+// the book's start and end markers, inserted and removed within its one
+// script, so it needs a writable server and a set whose members all have
+// score 0 (as AddMembers gives them).
 func (e *Engine) Suggest(ctx context.Context, set, prefix string, limit int) ([]string, error) {
 	if err := e.checkLimit("member set", set, limit); err != nil {
 		return nil, err

@@ -398,8 +398,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	return nil
 }
 
-// Extend sets the lock's remaining lease to ttl (0 = the lease it was
-// taken with), and the watchdog renews with ttl from then on. It returns an
+// Extend sets the lock's remaining lease to ttl (0 = its current lease:
+// the TTL it was taken with, or the last Extend's), and the watchdog renews
+// with ttl from then on. It returns an
 // error wrapping ErrNotHeld if the lock is no longer this holder's.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := duration("lock", l.name, "TTL", ttl, l.currentLease())

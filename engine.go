@@ -16,6 +16,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -29,20 +30,31 @@ type Pool interface {
 
 // The errors callers test for with errors.Is.
 var (
-	// ErrNotAcquired: the lock or a permit could not be had in time.
+	// ErrNotAcquired: the lock or a permit could not be had in time. A wait
+	// ended by its context wraps ctx.Err() as well.
 	ErrNotAcquired = errors.New("atomicredis: not acquired")
 	// ErrNotHeld: the caller's lock or permit has expired or passed to
-	// another holder.
+	// another holder, or the holding is nil.
 	ErrNotHeld = errors.New("atomicredis: not held")
-	// ErrInvalid: an argument was rejected before anything was sent.
+	// ErrInvalid: an argument was rejected; nothing was written.
 	ErrInvalid = errors.New("atomicredis: invalid argument")
+	// ErrClosed: the engine was closed and takes no new locks or permits.
+	ErrClosed = errors.New("atomicredis: engine closed")
 )
 
-// Defaults applied when an option or duration is zero.
+// Defaults applied when an option or duration is zero, and the engine's own
+// time bounds.
 const (
 	DefaultTTL            = 10 * time.Second
 	DefaultWait           = 10 * time.Second
 	DefaultRecentCapacity = 100
+
+	// ReleaseTimeout bounds Unlock and Release when the caller's context
+	// is done or ends sooner: they always make their attempt.
+	ReleaseTimeout = time.Second
+	// UndoTimeout bounds the background undo of an acquisition whose
+	// outcome is unknown (its caller gave up mid-call).
+	UndoTimeout = time.Second
 )
 
 // Engine runs the scripts against a pool. It is safe for concurrent use.
@@ -51,6 +63,15 @@ type Engine struct {
 	ns        string
 	recentCap int
 	err       error // a rejected option or nil pool, returned by every call
+
+	mu        sync.Mutex
+	closed    bool
+	watchdogs map[*Lock]struct{} // locks whose watchdog runs
+	undos     sync.WaitGroup     // background undos; Add only under mu, before closed
+
+	// plainSuggest is set once the server refused the allow-oom shebang
+	// (Redis < 7, miniredis): from then on Suggest runs the plain script.
+	plainSuggest atomic.Bool
 }
 
 // Option configures an Engine.
@@ -96,6 +117,34 @@ func New(pool Pool, opts ...Option) *Engine {
 	return e
 }
 
+// Close stops every watchdog the engine runs (those locks are no longer
+// renewed, so their Lost channels close; their leases run out on the
+// server unless unlocked) and waits, until ctx ends, for the background
+// undos of acquisitions cut off mid-call. Afterwards the engine takes no
+// new locks or permits (ErrClosed); holdings can still be unlocked,
+// released and queried. Close is safe to call more than once.
+func (e *Engine) Close(ctx context.Context) error {
+	e.mu.Lock()
+	e.closed = true
+	guarded := make([]*Lock, 0, len(e.watchdogs))
+	for l := range e.watchdogs {
+		guarded = append(guarded, l)
+	}
+	e.mu.Unlock()
+	for _, l := range guarded {
+		l.stopWatchdog()
+		l.markLost()
+	}
+	done := make(chan struct{})
+	go func() { e.undos.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("atomicredis: close: waiting for undos: %w", ctx.Err())
+	}
+}
+
 func (e *Engine) reject(err error) {
 	if e.err == nil {
 		e.err = err
@@ -132,19 +181,29 @@ func duration(kind, name, field string, d, def time.Duration) (time.Duration, er
 	return d, nil
 }
 
+// ---------------------------------------------------------------------------
+// The call path: one script, one pooled connection, one round trip
+
 // eval runs one script on one pooled connection: EVALSHA, falling back to
 // EVAL when the server answers NOSCRIPT. Errors name the object.
 func (e *Engine) eval(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (any, error) {
+	reply, _, err := e.evalSent(ctx, s, kind, name, keysAndArgs...)
+	return reply, err
+}
+
+// evalSent is eval, also reporting whether the command may have reached the
+// server: false when ctx was done or no connection could be had, so there
+// is nothing to undo.
+func (e *Engine) evalSent(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (reply any, sent bool, err error) {
 	// redigo sends a command even on a done context, so check first.
 	if err := ctxErr(ctx); err != nil {
-		return nil, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+		return nil, false, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
 	}
 	conn, err := e.pool.GetContext(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+		return nil, false, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
 	}
 	defer conn.Close()
-	var reply any
 	if c, ok := conn.(redis.ConnWithContext); ok && ctx.Done() != nil {
 		reply, err = s.DoContext(ctx, c, keysAndArgs...)
 	} else {
@@ -155,11 +214,11 @@ func (e *Engine) eval(ctx context.Context, s *redis.Script, kind, name string, k
 	if err != nil {
 		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 			// redigo reports a deadline hit mid-command as an i/o timeout.
-			return nil, fmt.Errorf("atomicredis: %s %q: %w (%w)", kind, name, cerr, err)
+			return nil, true, fmt.Errorf("atomicredis: %s %q: %w (%w)", kind, name, cerr, err)
 		}
-		return nil, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+		return nil, true, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
 	}
-	return reply, nil
+	return reply, true, nil
 }
 
 // ctxErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
@@ -174,9 +233,21 @@ func ctxErr(ctx context.Context) error {
 	return nil
 }
 
-// unknownOutcome reports whether a failed call may still have run on the
-// server: anything but an error reply from Redis itself (a script that
-// fails changes nothing), once the command may have been sent.
+// releaseContext is the context Unlock and Release run on: ctx's values
+// without its cancellation, ending at ctx's deadline or after
+// ReleaseTimeout, whichever is later. A release must be attempted even when
+// the caller's context is done (defer l.Unlock(ctx) on a finished request).
+func releaseContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline := time.Now().Add(ReleaseTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.After(deadline) {
+		deadline = dl
+	}
+	return context.WithDeadline(context.WithoutCancel(ctx), deadline)
+}
+
+// unknownOutcome reports whether a failed call that was sent may still have
+// run on the server: anything but an error reply from Redis itself (a
+// script that fails changes nothing).
 func unknownOutcome(err error) bool {
 	var reply redis.Error
 	return err != nil && !errors.As(err, &reply)
@@ -187,34 +258,69 @@ func (e *Engine) evalInt64(ctx context.Context, s *redis.Script, kind, name stri
 	return redis.Int64(e.eval(ctx, s, kind, name, keysAndArgs...))
 }
 
+// undo runs an abandon script in the background, bounded by UndoTimeout,
+// for an acquisition whose caller has already been told it failed. Close
+// waits for it. Its error is dropped: if it fails, the lease still ends
+// whatever the late acquire took.
+func (e *Engine) undo(script *redis.Script, kind, name string, keysAndArgs ...any) {
+	run := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), UndoTimeout)
+		defer cancel()
+		e.eval(ctx, script, kind, name, keysAndArgs...)
+	}
+	e.mu.Lock()
+	if e.closed { // Close may be waiting already: no new Add, run it here
+		e.mu.Unlock()
+		run()
+		return
+	}
+	e.undos.Add(1)
+	e.mu.Unlock()
+	go func() {
+		defer e.undos.Done()
+		run()
+	}()
+}
+
+// ---------------------------------------------------------------------------
+// Waiting: attempts in a loop, paced by the client, decided by the server
+
 // retry calls try until it succeeds or fails, until wait runs out (an
-// error wrapping ErrNotAcquired) or until ctx ends (one wrapping ctx.Err()).
-// try reports how long the current holder has left, if it knows; pauses are
-// a few milliseconds and never longer than that hint, so a waiter sees a
-// release or an expiry promptly.
+// error wrapping ErrNotAcquired) or until ctx ends (one wrapping both
+// ErrNotAcquired and ctx.Err()). try reports how long the current holder
+// has left, if it knows; pauses are a few milliseconds and never longer
+// than that hint, so a waiter sees a release or an expiry promptly.
 func retry(ctx context.Context, kind, name string, wait time.Duration, try func() (ok bool, hint time.Duration, err error)) error {
 	deadline := time.Now().Add(wait)
-	for attempt := 0; ; attempt++ {
+	for attempt := 1; ; attempt++ {
 		ok, hint, err := try()
 		if ok || err != nil {
 			return err
 		}
 		left := time.Until(deadline)
 		if left <= 0 {
-			return fmt.Errorf("atomicredis: %s %q: taken, %d attempts in %v: %w", kind, name, attempt+1, wait, ErrNotAcquired)
+			return fmt.Errorf("atomicredis: %s %q: taken; gave up after %s in %v: %w", kind, name, attempts(attempt), wait, ErrNotAcquired)
 		}
-		t := time.NewTimer(min(pauseFor(attempt, hint), left))
+		t := time.NewTimer(min(pauseFor(attempt-1, hint), left))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("atomicredis: %s %q: while waiting: %w", kind, name, ctx.Err())
+			return fmt.Errorf("atomicredis: %s %q: while waiting: %w: %w", kind, name, ErrNotAcquired, ctx.Err())
 		case <-t.C:
 		}
 	}
 }
 
-// pauseFor backs off 1, 2, 4 ms (halved at random, so waiters do not march
-// in step), and no longer than hint when the holder's expiry is nearer.
+func attempts(n int) string {
+	if n == 1 {
+		return "1 attempt"
+	}
+	return fmt.Sprintf("%d attempts", n)
+}
+
+// pauseFor backs off 1, 2, 4 ms, each halved at random (so 0.5-1, 1-2,
+// 2-4 ms: waiters do not march in step), and no longer than hint when the
+// holder's expiry is nearer.
 func pauseFor(attempt int, hint time.Duration) time.Duration {
 	base := time.Millisecond << min(attempt, 2)
 	p := base/2 + rand.N(base/2+1)
@@ -229,13 +335,21 @@ func pauseFor(attempt int, hint time.Duration) time.Duration {
 //
 // Acquire scripts share one shape: KEYS are keys, the last being the
 // token's void mark; ARGV are token, extra..., ttl in ms; the reply is
-// {1, fence} or {0, ms until the holder's expiry}. Their abandon scripts
-// take the same keys, then ARGV token, ttl in ms. When an attempt fails with its outcome
-// unknown (a timeout, a reset connection: the script may have run, or may
-// yet), abandon undoes it, so no caller holds what it was told it did not
+// {1, fence}, {0, ms until the holder's expiry}, or {-1, n}: refused as
+// invalid, n being the limit the object's holders share. Their abandon
+// scripts take the same keys, then ARGV token, ttl in ms. When an attempt
+// that reached the server fails with its outcome unknown (a timeout, a
+// reset connection: the script may have run, or may yet), abandon undoes
+// it in the background, so no caller holds what it was told it did not
 // get.
 func (e *Engine) acquire(ctx context.Context, kind, name string, wait time.Duration, token string, ttl time.Duration,
 	script, abandon *redis.Script, keys []string, extra ...any) (fence int64, sent time.Time, err error) {
+	e.mu.Lock()
+	closed := e.closed
+	e.mu.Unlock()
+	if closed {
+		return 0, sent, fmt.Errorf("atomicredis: %s %q: %w", kind, name, ErrClosed)
+	}
 	ms := ttl.Milliseconds()
 	keyArgs := make([]any, 0, len(keys))
 	for _, k := range keys {
@@ -246,33 +360,29 @@ func (e *Engine) acquire(ctx context.Context, kind, name string, wait time.Durat
 
 	err = retry(ctx, kind, name, wait, func() (bool, time.Duration, error) {
 		sent = time.Now()
-		live := ctxErr(ctx) == nil
-		v, err := redis.Int64s(e.eval(ctx, script, kind, name, args...))
+		reply, reached, err := e.evalSent(ctx, script, kind, name, args...)
+		v, err := redis.Int64s(reply, err)
 		if err != nil {
-			if live && unknownOutcome(err) {
-				e.abandon(abandon, kind, name, undo...)
+			if reached && unknownOutcome(err) {
+				e.undo(abandon, kind, name, undo...)
+			}
+			if cerr := ctxErr(ctx); cerr != nil && errors.Is(err, cerr) {
+				return false, 0, fmt.Errorf("atomicredis: %s %q: %w: %w", kind, name, ErrNotAcquired, cerr)
 			}
 			return false, 0, err
 		}
-		if len(v) != 2 {
+		switch {
+		case len(v) != 2:
 			return false, 0, fmt.Errorf("atomicredis: %s %q: unexpected reply %v", kind, name, v)
-		}
-		if v[0] == 0 {
+		case v[0] < 0:
+			return false, 0, fmt.Errorf("atomicredis: %s %q: in use with limit %d: %w", kind, name, v[1], ErrInvalid)
+		case v[0] == 0:
 			return false, time.Duration(v[1]) * time.Millisecond, nil
 		}
 		fence = v[1]
 		return true, 0, nil
 	})
 	return fence, sent, err
-}
-
-// abandon runs the abandon script of a token whose acquire was cut off, on
-// a short context of its own. Its error is dropped: if it fails, the lease
-// still ends whatever the late acquire took.
-func (e *Engine) abandon(script *redis.Script, kind, name string, keysAndArgs ...any) {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	e.eval(ctx, script, kind, name, keysAndArgs...)
 }
 
 func newToken() (string, error) {
@@ -282,6 +392,9 @@ func newToken() (string, error) {
 	}
 	return id.String(), nil
 }
+
+// closedChan is what Lost returns for a nil lock.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // ---------------------------------------------------------------------------
 // Locks (Redis in Action §6.2, with Redisson's lease, wait and watchdog)
@@ -294,7 +407,8 @@ type LockOptions struct {
 }
 
 // Lock is one holding of a named lock. Its methods are safe for concurrent
-// use.
+// use, and on a nil *Lock (as a failed TryLock returns) none panics: they
+// report ErrNotHeld.
 type Lock struct {
 	e      *Engine
 	name   string
@@ -310,11 +424,13 @@ type Lock struct {
 	mu      sync.Mutex
 	lease   time.Duration
 	renewed time.Time // when the last successful acquire/extend was sent
+	seq     int64     // the last renewal's sequence number (lock_extend)
 }
 
 // Lock acquires the named lock, waiting up to o.Wait (default 10s) while
 // another holds it. It returns an error wrapping ErrNotAcquired when the
-// wait runs out, and one wrapping ctx.Err() when ctx ends first.
+// wait runs out or ctx ends first; in the latter case it wraps ctx.Err()
+// as well.
 func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
 	return e.lock(ctx, name, o, true)
 }
@@ -367,27 +483,51 @@ func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
 	return n == 1, err
 }
 
-// Token returns the random identifier (a UUID v4) that marks this holding.
-func (l *Lock) Token() string { return l.token }
+// Token returns the random identifier (a UUID v4) that marks this holding,
+// or "" for a nil lock.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
 
-// Fence returns this holding's fencing token: it grows strictly with every
-// acquisition of the lock's name, across engines and processes. Pass it to
-// the resource the lock guards, which should refuse a fence lower than the
-// highest it has seen. The counter behind it (<ns>lock:{name}:fence) never
-// expires: one small key per lock name.
-func (l *Lock) Fence() int64 { return l.fence }
+// Fence returns this holding's fencing token (0 for a nil lock): it grows
+// strictly with every acquisition of the lock's name, across engines and
+// processes. Pass it to the resource the lock guards, which should refuse a
+// fence lower than the highest it has seen. The counter behind it
+// (<ns>lock:{name}:fence) never expires: one small key per lock name.
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
 
 // Lost returns a channel the watchdog closes when it finds the lock gone
-// (expired, or taken after a lapse) or cannot renew it before the lease
-// runs out. Without a watchdog the channel never closes.
-func (l *Lock) Lost() <-chan struct{} { return l.lost }
+// (expired, or taken after a lapse), cannot renew it before the lease runs
+// out, or is stopped by Engine.Close. Without a watchdog the channel never
+// closes; for a nil lock it is closed.
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	return l.lost
+}
 
 // Unlock releases the lock. It stops the watchdog first, so no renewal is
-// sent after Unlock returns. It returns an error wrapping ErrNotHeld if the
-// lock had already expired or passed to another holder, whom it never
-// disturbs.
+// sent after Unlock returns. It makes its attempt even when ctx is already
+// done, bounded by ReleaseTimeout (or ctx's later deadline), so that
+// defer l.Unlock(ctx) on a finished request still frees the lock. It
+// returns an error wrapping ErrNotHeld if the lock had already expired or
+// passed to another holder, whom it never disturbs.
 func (l *Lock) Unlock(ctx context.Context) error {
+	if l == nil {
+		return errNilLock
+	}
 	l.stopWatchdog()
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	n, err := l.e.evalInt64(ctx, scriptLockRelease, "lock", l.name, l.key, l.token)
 	if err != nil {
 		return err
@@ -400,15 +540,27 @@ func (l *Lock) Unlock(ctx context.Context) error {
 
 // Extend sets the lock's remaining lease to ttl (0 = its current lease:
 // the TTL it was taken with, or the last Extend's), and the watchdog renews
-// with ttl from then on. It returns an
-// error wrapping ErrNotHeld if the lock is no longer this holder's.
+// with ttl from then on. A watchdog renewal sent before Extend never undoes
+// it, however late it reaches the server: renewals are numbered, and the
+// server applies none older than one it has applied. It returns an error
+// wrapping ErrNotHeld if the lock is no longer this holder's.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLock
+	}
 	ttl, err := duration("lock", l.name, "TTL", ttl, l.currentLease())
 	if err != nil {
 		return err
 	}
+	// The new lease is the watchdog's from this instant: any renewal
+	// numbered after this one carries it.
+	l.mu.Lock()
+	l.lease = ttl
+	l.seq++
+	seq := l.seq
+	l.mu.Unlock()
 	sent := time.Now()
-	ok, err := l.extend(ctx, ttl)
+	ok, err := l.extend(ctx, ttl, seq)
 	if err != nil {
 		return err
 	}
@@ -417,7 +569,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 		return l.notHeld()
 	}
 	l.mu.Lock()
-	l.lease, l.renewed = ttl, sent
+	if l.renewed.Before(sent) {
+		l.renewed = sent
+	}
 	l.mu.Unlock()
 	select {
 	case l.reset <- struct{}{}:
@@ -429,6 +583,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 // TTL returns the lock's remaining lease, as the server counts it, or an
 // error wrapping ErrNotHeld if the lock is no longer this holder's.
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, errNilLock
+	}
 	ms, err := l.e.evalInt64(ctx, scriptLockPTTL, "lock", l.name, l.key, l.token)
 	if err != nil {
 		return 0, err
@@ -440,22 +597,31 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
-// Held reports whether this holder still holds the lock.
+// Held reports whether this holder still holds the lock (false for a nil
+// lock).
 func (l *Lock) Held(ctx context.Context) (bool, error) {
-	_, err := l.TTL(ctx)
+	return held(l.TTL(ctx))
+}
+
+// held turns a TTL call's outcome into Held's.
+func held(_ time.Duration, err error) (bool, error) {
 	if errors.Is(err, ErrNotHeld) {
 		return false, nil
 	}
 	return err == nil, err
 }
 
+var errNilLock = fmt.Errorf("atomicredis: nil lock: %w", ErrNotHeld)
+
 func (l *Lock) notHeld() error {
 	return fmt.Errorf("atomicredis: lock %q: fence %d: %w", l.name, l.fence, ErrNotHeld)
 }
 
-func (l *Lock) extend(ctx context.Context, ttl time.Duration) (bool, error) {
-	n, err := l.e.evalInt64(ctx, scriptLockExtend, "lock", l.name, l.key, l.token, ttl.Milliseconds())
-	return n == 1, err
+// extend sends renewal number seq; a stale one (lock_extend's 2) counts as
+// held: a newer renewal of this holder's already stands.
+func (l *Lock) extend(ctx context.Context, ttl time.Duration, seq int64) (bool, error) {
+	n, err := l.e.evalInt64(ctx, scriptLockExtend, "lock", l.name, l.key, l.token, ttl.Milliseconds(), seq)
+	return n >= 1, err
 }
 
 func (l *Lock) currentLease() time.Duration {
@@ -471,9 +637,23 @@ func (l *Lock) markLost() {
 	}
 }
 
+// startWatchdog starts renewing, registered with the engine so Close can
+// stop it. On a closed engine nothing would stop it, so none starts and
+// Lost closes at once: nobody renews this lease.
 func (l *Lock) startWatchdog() {
 	ctx, cancel := context.WithCancel(context.Background())
 	l.stopWD, l.wdDone, l.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
+	l.e.mu.Lock()
+	defer l.e.mu.Unlock()
+	if l.e.closed {
+		close(l.wdDone)
+		l.markLost()
+		return
+	}
+	if l.e.watchdogs == nil {
+		l.e.watchdogs = map[*Lock]struct{}{}
+	}
+	l.e.watchdogs[l] = struct{}{}
 	go l.watch(ctx)
 }
 
@@ -492,7 +672,12 @@ func (l *Lock) stopWatchdog() {
 // the lock must be presumed lost. The client clock only paces renewals
 // here; whether the lock is held is always the server's answer.
 func (l *Lock) watch(ctx context.Context) {
-	defer close(l.wdDone)
+	defer func() {
+		l.e.mu.Lock()
+		delete(l.e.watchdogs, l)
+		l.e.mu.Unlock()
+		close(l.wdDone)
+	}()
 	next := l.currentLease() / 3
 	for {
 		t := time.NewTimer(next)
@@ -510,21 +695,23 @@ func (l *Lock) watch(ctx context.Context) {
 		case <-t.C:
 		}
 		l.mu.Lock()
-		lease, renewed := l.lease, l.renewed
+		l.seq++
+		lease, renewed, seq := l.lease, l.renewed, l.seq
 		l.mu.Unlock()
 		callCtx, cancel := context.WithDeadline(ctx, renewed.Add(lease))
 		sent := time.Now()
-		ok, err := l.extend(callCtx, lease)
+		ok, err := l.extend(callCtx, lease, seq)
 		cancel()
+		l.mu.Lock()
+		if err == nil && ok && l.renewed.Before(sent) {
+			l.renewed = sent
+		}
+		renewed = l.renewed // an Extend meanwhile counts too
+		l.mu.Unlock()
 		switch {
 		case ctx.Err() != nil:
 			return
 		case err == nil && ok:
-			l.mu.Lock()
-			if l.renewed.Before(sent) {
-				l.renewed = sent
-			}
-			l.mu.Unlock()
 			next = lease / 3
 		case err == nil, time.Since(renewed) >= lease:
 			l.markLost()
@@ -546,11 +733,13 @@ type SemaphoreOptions struct {
 	Wait  time.Duration // how long to wait for a permit; 0 = one attempt (the book's behaviour)
 }
 
-// Permit is one held permit of a counting semaphore.
+// Permit is one held permit of a counting semaphore. Its methods are safe
+// for concurrent use, and on a nil *Permit none panics: they report
+// ErrNotHeld.
 type Permit struct {
 	e     *Engine
 	name  string
-	keys  []any // timeouts, owner
+	keys  []any // timeouts, owner, limit
 	token string
 	fence int64
 	ttl   time.Duration
@@ -559,9 +748,15 @@ type Permit struct {
 // AcquireSemaphore takes one of o.Limit permits of the named semaphore,
 // for o.TTL (default 10s) unless refreshed. With o.Wait 0 it makes one
 // attempt; otherwise it waits up to o.Wait. It returns an error wrapping
-// ErrNotAcquired if no permit came free, or ctx.Err() if ctx ended first.
-// Permits time out by the server's clock; the caller's clock decides
-// nothing.
+// ErrNotAcquired if no permit came free in time or ctx ended first (then
+// it wraps ctx.Err() as well). Permits time out by the server's clock; the
+// caller's clock decides nothing.
+//
+// The limit is stored with the semaphore: the first acquisition sets it,
+// and while permits granted under it are live, a call with another Limit
+// returns an error wrapping ErrInvalid that names the stored limit, and
+// writes nothing. The stored limit goes with the last permit, so an idle
+// semaphore takes a new one.
 func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
 	if err := e.check("semaphore", name); err != nil {
 		return nil, err
@@ -581,13 +776,13 @@ func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreO
 	if err != nil {
 		return nil, err
 	}
-	timeouts, owner := e.key("sem", name, ""), e.key("sem", name, ":owner")
+	timeouts, owner, limit := e.key("sem", name, ""), e.key("sem", name, ":owner"), e.key("sem", name, ":limit")
 	fence, _, err := e.acquire(ctx, "semaphore", name, wait, token, ttl, scriptSemAcquire, scriptSemAbandon,
-		[]string{timeouts, owner, e.key("sem", name, ":counter"), e.key("sem", name, ":void:"+token)}, o.Limit)
+		[]string{timeouts, owner, e.key("sem", name, ":counter"), limit, e.key("sem", name, ":void:"+token)}, o.Limit)
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{e: e, name: name, keys: []any{timeouts, owner}, token: token, fence: fence, ttl: ttl}, nil
+	return &Permit{e: e, name: name, keys: []any{timeouts, owner, limit}, token: token, fence: fence, ttl: ttl}, nil
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
@@ -597,38 +792,87 @@ func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error)
 		return 0, err
 	}
 	n, err := e.evalInt64(ctx, scriptSemHolders, "semaphore", name,
-		e.key("sem", name, ""), e.key("sem", name, ":owner"))
+		e.key("sem", name, ""), e.key("sem", name, ":owner"), e.key("sem", name, ":limit"))
 	return int(n), err
 }
 
-// Release gives the permit back. It returns an error wrapping ErrNotHeld if
-// the permit had already timed out (its slot may be someone else's now).
+// Release gives the permit back. Like Unlock it makes its attempt even
+// when ctx is already done, bounded by ReleaseTimeout (or ctx's later
+// deadline). It returns an error wrapping ErrNotHeld if the permit had
+// already been released or timed out (its slot may be someone else's now).
 func (p *Permit) Release(ctx context.Context) error {
+	if p == nil {
+		return errNilPermit
+	}
+	ctx, cancel := releaseContext(ctx)
+	defer cancel()
 	return p.run(ctx, scriptSemRelease, p.token)
 }
 
 // Refresh restarts the permit's timeout (its TTL from now). It returns an
-// error wrapping ErrNotHeld if the permit had already timed out; it never
-// brings a timed-out permit back.
+// error wrapping ErrNotHeld if the permit had already been released or
+// timed out; it never brings such a permit back.
 func (p *Permit) Refresh(ctx context.Context) error {
+	if p == nil {
+		return errNilPermit
+	}
 	return p.run(ctx, scriptSemRefresh, p.token, p.ttl.Milliseconds())
 }
 
-// Token returns the random identifier (a UUID v4) of this permit.
-func (p *Permit) Token() string { return p.token }
+// TTL returns the time left before the permit times out, as the server
+// counts it, or an error wrapping ErrNotHeld if it was released or timed
+// out. It writes nothing.
+func (p *Permit) TTL(ctx context.Context) (time.Duration, error) {
+	if p == nil {
+		return 0, errNilPermit
+	}
+	ms, err := p.e.evalInt64(ctx, scriptSemPTTL, "semaphore", p.name, p.keys[0], p.keys[1], p.token)
+	if err != nil {
+		return 0, err
+	}
+	if ms == -3 {
+		return 0, p.notHeld()
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
 
-// Fence returns the counter value that ranked this permit: it grows
-// strictly with every permit granted by the semaphore.
-func (p *Permit) Fence() int64 { return p.fence }
+// Held reports whether the permit is still live (false for a nil permit).
+func (p *Permit) Held(ctx context.Context) (bool, error) {
+	return held(p.TTL(ctx))
+}
+
+// Token returns the random identifier (a UUID v4) of this permit, or "" for
+// a nil permit.
+func (p *Permit) Token() string {
+	if p == nil {
+		return ""
+	}
+	return p.token
+}
+
+// Fence returns the counter value that ranked this permit (0 for a nil
+// permit): it grows strictly with every permit granted by the semaphore.
+func (p *Permit) Fence() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.fence
+}
+
+var errNilPermit = fmt.Errorf("atomicredis: nil permit: %w", ErrNotHeld)
+
+func (p *Permit) notHeld() error {
+	return fmt.Errorf("atomicredis: semaphore %q: permit %d: released or timed out: %w", p.name, p.fence, ErrNotHeld)
+}
 
 // run runs a script on the permit's keys that replies 1 if it was held.
 func (p *Permit) run(ctx context.Context, s *redis.Script, args ...any) error {
-	n, err := p.e.evalInt64(ctx, s, "semaphore", p.name, append(p.keys[:2:2], args...)...)
+	n, err := p.e.evalInt64(ctx, s, "semaphore", p.name, append(p.keys[:3:3], args...)...)
 	if err != nil {
 		return err
 	}
 	if n != 1 {
-		return fmt.Errorf("atomicredis: semaphore %q: permit %d: timed out: %w", p.name, p.fence, ErrNotHeld)
+		return p.notHeld()
 	}
 	return nil
 }
@@ -685,12 +929,34 @@ func (e *Engine) RemoveMembers(ctx context.Context, set string, members ...strin
 // member. A query never adds, removes or hides a member; it finds them with
 // the book's start and end markers, inserted and removed within its one
 // script, so it needs a writable server and a set whose members all have
-// score 0 (as AddMembers gives them).
+// score 0 (as AddMembers gives them). On Redis 7 and later the script is
+// flagged allow-oom, so a query answers even at maxmemory under noeviction;
+// Redis before 7 (and miniredis) refuse the flag, and there a query at
+// maxmemory fails with OOM like any write.
 func (e *Engine) Suggest(ctx context.Context, set, prefix string, limit int) ([]string, error) {
 	if err := e.checkLimit("member set", set, limit); err != nil {
 		return nil, err
 	}
-	return redis.Strings(e.eval(ctx, scriptSuggest, "member set", set, e.key("members", set, ""), prefix, limit))
+	args := []any{e.key("members", set, ""), prefix, limit}
+	if !e.plainSuggest.Load() {
+		got, err := redis.Strings(e.eval(ctx, scriptSuggestOOM, "member set", set, args...))
+		if !shebangRefused(err) {
+			return got, err
+		}
+		// The refusal changed nothing; the engine remembers it, so only its
+		// first query pays the extra round trip.
+		e.plainSuggest.Store(true)
+	}
+	return redis.Strings(e.eval(ctx, scriptSuggest, "member set", set, args...))
+}
+
+// shebangRefused reports whether the server refused a script for its
+// shebang line: before 7.0 Redis compiles "#!lua ..." as Lua and fails, as
+// miniredis does; a server that knows shebangs but not a flag says so.
+func shebangRefused(err error) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) &&
+		(strings.Contains(string(reply), "Error compiling script") || strings.Contains(string(reply), "shebang"))
 }
 
 func (e *Engine) members(ctx context.Context, s *redis.Script, set string, members []string) error {

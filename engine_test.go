@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"net"
 	"os"
 	"runtime"
 	"strings"
@@ -138,7 +139,7 @@ func TestLockStaleHolder(t *testing.T) {
 		if held, err := stale.Held(ctx); held || err != nil {
 			t.Errorf("stale Held = %v, %v", held, err)
 		}
-		if v, _ := redis.String(s.do("GET", s.ns+"lock:{job}")); v != fresh.Token() {
+		if v, _ := redis.String(s.do("HGET", s.ns+"lock:{job}", "token")); v != fresh.Token() {
 			t.Errorf("lock value %q, want the new holder's token", v)
 		}
 		if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second {
@@ -269,8 +270,11 @@ func TestLockContext(t *testing.T) {
 			}
 			return l.Unlock, nil
 		})
+		if err := e.Close(context.Background()); err != nil { // wait for the undos
+			t.Fatal(err)
+		}
 		if locked, err := e.IsLocked(context.Background(), "cut"); err != nil || locked {
-			v, _ := redis.String(s.do("GET", s.ns+"lock:{cut}"))
+			v, _ := redis.String(s.do("HGET", s.ns+"lock:{cut}", "token"))
 			voids, _ := redis.Strings(s.do("KEYS", s.ns+"lock:{cut}:void:*"))
 			t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, v, len(voids), voids[:min(3, len(voids))])
 		}
@@ -560,5 +564,262 @@ func monitor(t *testing.T, addr, ns string, f func() error) []string {
 		}
 		_, cmd, _ := strings.Cut(line, "] ")
 		sent = append(sent, cmd)
+	}
+}
+
+// Extend must win against a watchdog renewal sent before it, however late
+// that renewal lands: the proxy holds back every command carrying the old
+// 300 ms lease for 80 ms, so a renewal (sent 100 ms after the acquire
+// returned) is in flight when Extend(1h) is sent, and lands after it. The
+// server must keep the hour.
+func TestExtendBeatsLateRenewal(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte("\r\n300\r\n"), holdFor: 80 * time.Millisecond})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+		ctx := ctxT(t)
+		for i := 0; i < 5; i++ {
+			l, err := e.TryLock(ctx, "ext", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			time.Sleep(time.Duration(120+8*i) * time.Millisecond) // a renewal is on its way
+			if err := l.Extend(ctx, time.Hour); err != nil {
+				t.Fatalf("round %d: Extend: %v", i, err)
+			}
+			time.Sleep(150 * time.Millisecond) // every held renewal has landed
+			pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{ext}"))
+			if pttl < int64(50*time.Minute/time.Millisecond) {
+				t.Fatalf("round %d: PTTL %d ms after Extend(1h) returned: an older renewal shortened the lease", i, pttl)
+			}
+			select {
+			case <-l.Lost():
+				t.Fatalf("round %d: Lost closed", i)
+			default:
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// defer l.Unlock(ctx) on a request context that was cancelled meanwhile
+// must still release the lock (DESIGN.md, "Unlock and Release always try").
+func TestUnlockOnDoneContext(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		e := s.engine()
+		ctx, cancel := context.WithCancel(context.Background())
+		l, err := e.TryLock(ctx, "done", LockOptions{TTL: time.Minute, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.AcquireSemaphore(ctx, "done", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cancel()
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("Unlock on a cancelled ctx: %v", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Errorf("Release on a cancelled ctx: %v", err)
+		}
+		if locked, err := e.IsLocked(context.Background(), "done"); err != nil || locked {
+			t.Errorf("IsLocked after Unlock on a cancelled ctx = %v, %v", locked, err)
+		}
+		if n, err := e.SemaphoreHolders(context.Background(), "done"); err != nil || n != 0 {
+			t.Errorf("holders after Release on a cancelled ctx = %d, %v", n, err)
+		}
+		waitWatchdogs(t, 0)
+	})
+}
+
+// dialCounter is a pool whose dials and gets are counted.
+type dialCounter struct {
+	*redis.Pool
+	dials, gets atomic.Int64
+}
+
+func (p *dialCounter) GetContext(ctx context.Context) (redis.Conn, error) {
+	p.gets.Add(1)
+	return p.Pool.GetContext(ctx)
+}
+
+// Giving up must not cost a second try at the server when nothing was
+// sent: with Redis down a TryLock dials once, and a TryLock whose context
+// ends while it waits for a pooled connection returns at once.
+func TestGiveUpSendsNothingExtra(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	p := &dialCounter{}
+	p.Pool = &redis.Pool{Dial: func() (redis.Conn, error) { p.dials.Add(1); return redis.Dial("tcp", down) }}
+	e := New(p)
+	for i := 0; i < 3; i++ {
+		if _, err := e.TryLock(ctxT(t), "down", LockOptions{}); err == nil {
+			t.Fatal("TryLock with Redis down: no error")
+		}
+	}
+	if err := e.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := p.dials.Load(); n != 3 {
+		t.Errorf("3 TryLocks with Redis down dialled %d times, want 3 (no undo of what never reached the server)", n)
+	}
+
+	s := newMini(t)
+	busy := &dialCounter{}
+	busy.Pool = &redis.Pool{MaxActive: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.mini.Addr()) }}
+	t.Cleanup(func() { busy.Close() })
+	held := busy.Get()
+	defer held.Close()
+	e = New(busy)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err = e.TryLock(ctx, "busy", LockOptions{})
+	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock on a saturated pool: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	}
+	if d := time.Since(start); d > 500*time.Millisecond {
+		t.Errorf("TryLock with a 20ms ctx on a saturated pool returned after %v", d)
+	}
+	if err := e.Close(ctxT(t)); err != nil {
+		t.Fatal(err)
+	}
+	if n := busy.gets.Load(); n != 1 {
+		t.Errorf("%d connections asked for, want 1: nothing was sent, so nothing needs undoing", n)
+	}
+}
+
+// Close stops every watchdog the engine runs (their Lost channels close:
+// nobody renews those leases any more) and waits for pending undos.
+func TestEngineClose(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx := ctxT(t)
+		proxy := startProxy(t, serverAddr(s), faults{delayP: 1, maxDelay: 30 * time.Millisecond})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+		var ls []*Lock
+		for _, name := range []string{"c1", "c2"} {
+			l, err := e.TryLock(ctx, name, LockOptions{TTL: time.Minute, Watchdog: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, l)
+		}
+		waitWatchdogs(t, 2)
+		// Cut-off acquisitions leave undos running in the background.
+		for i := 0; i < 20; i++ {
+			cctx, cancel := context.WithTimeout(ctx, time.Millisecond)
+			e.TryLock(cctx, "cut", LockOptions{TTL: time.Minute})
+			cancel()
+		}
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := watchdogs(); n != 0 {
+			t.Errorf("%d watchdogs after Close", n)
+		}
+		if n := undos(); n != 0 {
+			t.Errorf("%d undos still running after Close", n)
+		}
+		for _, l := range ls {
+			select {
+			case <-l.Lost():
+			default:
+				t.Errorf("lock %q: Lost open after Close stopped its watchdog", l.name)
+			}
+		}
+		if locked, err := e.IsLocked(ctx, "cut"); err != nil || locked {
+			t.Errorf("after Close, cut-off acquisitions left the lock held: %v, %v", locked, err)
+		}
+		if _, err := e.TryLock(ctx, "after", LockOptions{}); !errors.Is(err, ErrClosed) {
+			t.Errorf("TryLock after Close: %v, want ErrClosed", err)
+		}
+		for _, l := range ls { // holdings stay usable
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("Unlock after Close: %v", err)
+			}
+		}
+	})
+}
+
+func undos() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Engine).undo(")
+}
+
+// No method of a nil holding panics (DESIGN.md, "Nil holdings").
+func TestNilHoldings(t *testing.T) {
+	ctx := ctxT(t)
+	var l *Lock
+	var p *Permit
+	for name, err := range map[string]error{
+		"Lock.Unlock":    l.Unlock(ctx),
+		"Lock.Extend":    l.Extend(ctx, time.Second),
+		"Permit.Release": p.Release(ctx),
+		"Permit.Refresh": p.Refresh(ctx),
+	} {
+		if !errors.Is(err, ErrNotHeld) {
+			t.Errorf("%s on nil: %v, want ErrNotHeld", name, err)
+		}
+	}
+	if _, err := l.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Lock.TTL on nil: %v", err)
+	}
+	if _, err := p.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Permit.TTL on nil: %v", err)
+	}
+	if held, err := l.Held(ctx); held || err != nil {
+		t.Errorf("Lock.Held on nil = %v, %v", held, err)
+	}
+	if held, err := p.Held(ctx); held || err != nil {
+		t.Errorf("Permit.Held on nil = %v, %v", held, err)
+	}
+	select {
+	case <-l.Lost():
+	default:
+		t.Error("Lost of a nil lock is not closed")
+	}
+	if l.Token() != "" || l.Fence() != 0 || p.Token() != "" || p.Fence() != 0 {
+		t.Error("nil holdings: Token/Fence not zero")
+	}
+}
+
+// A wait ended by its context wraps both ErrNotAcquired and ctx.Err().
+func TestWaitEndedByContext(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		e := s.engine()
+		if _, err := e.TryLock(ctxT(t), "busy", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.AcquireSemaphore(ctxT(t), "busy", SemaphoreOptions{Limit: 1, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		_, err := e.Lock(ctx, "busy", LockOptions{Wait: time.Minute})
+		if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.Canceled) {
+			t.Errorf("Lock ended by cancel: %v, want ErrNotAcquired and Canceled", err)
+		}
+		ctx, cancel = context.WithTimeout(context.Background(), 20*time.Millisecond)
+		defer cancel()
+		_, err = e.AcquireSemaphore(ctx, "busy", SemaphoreOptions{Limit: 1, Wait: time.Minute})
+		if !errors.Is(err, ErrNotAcquired) || !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("AcquireSemaphore ended by deadline: %v, want ErrNotAcquired and DeadlineExceeded", err)
+		}
+	})
+}
+
+func TestAttemptsMessage(t *testing.T) {
+	for n, want := range map[int]string{1: "1 attempt", 2: "2 attempts"} {
+		if got := attempts(n); got != want {
+			t.Errorf("attempts(%d) = %q, want %q", n, got, want)
+		}
 	}
 }

@@ -619,11 +619,12 @@ func TestCheckersCount(t *testing.T) {
 // these functions, none of which decides who holds what.
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
-		"retry":   "the caller's wait deadline",
-		"acquire": "when the granting attempt was sent, the watchdog's first renewal base",
-		"Extend":  "when the extension was sent, for the watchdog",
-		"watch":   "renewal pacing and giving up once the lease must have run out",
-		"ctxErr":  "whether ctx's deadline has passed",
+		"retry":          "the caller's wait deadline",
+		"acquire":        "when the granting attempt was sent, the watchdog's first renewal base",
+		"Extend":         "when the extension was sent, for the watchdog",
+		"watch":          "renewal pacing and giving up once the lease must have run out",
+		"ctxErr":         "whether ctx's deadline has passed",
+		"releaseContext": "how long an Unlock or Release may take",
 	}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "engine.go", nil, 0)

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -36,7 +37,7 @@ func TestSemaphoreLimit(t *testing.T) {
 		if n, err := e.SemaphoreHolders(ctx, "pool"); n != 2 || err != nil {
 			t.Errorf("holders %d, %v", n, err)
 		}
-		want := []string{s.ns + "sem:{pool}", s.ns + "sem:{pool}:counter", s.ns + "sem:{pool}:owner"}
+		want := []string{s.ns + "sem:{pool}", s.ns + "sem:{pool}:counter", s.ns + "sem:{pool}:limit", s.ns + "sem:{pool}:owner"}
 		if got := s.keys(t); !sameStrings(got, want) {
 			t.Errorf("keys %q, want %q", got, want)
 		}
@@ -288,8 +289,102 @@ func TestSemaphoreCutOff(t *testing.T) {
 			}
 			return p.Release, nil
 		})
+		if err := e.Close(context.Background()); err != nil { // wait for the undos
+			t.Fatal(err)
+		}
 		if n, err := e.SemaphoreHolders(context.Background(), "cut"); n != 0 || err != nil {
 			t.Errorf("holders %d, %v after cut-off acquisitions", n, err)
+		}
+	})
+}
+
+// Permit.TTL and Held have Lock's semantics: the server's remaining time,
+// ErrNotHeld (Held false) once it timed out or was released.
+func TestPermitTTLAndHeld(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		p, err := e.AcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ttl, err := p.TTL(ctx); err != nil || ttl <= 4*time.Second || ttl > 5*time.Second {
+			t.Errorf("TTL = %v, %v; want (4s, 5s]", ttl, err)
+		}
+		if held, err := p.Held(ctx); err != nil || !held {
+			t.Errorf("Held = %v, %v", held, err)
+		}
+		before := s.snapshot(t)
+		p.TTL(ctx)
+		p.Held(ctx)
+		if after := s.snapshot(t); !sameMap(before, after) {
+			t.Errorf("TTL/Held wrote: %v -> %v", before, after)
+		}
+		s.advance(5 * time.Second)
+		if _, err := p.TTL(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("TTL at the deadline: %v, want ErrNotHeld", err)
+		}
+		if held, err := p.Held(ctx); err != nil || held {
+			t.Errorf("Held at the deadline = %v, %v", held, err)
+		}
+		q, err := e.AcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if held, err := q.Held(ctx); err != nil || held {
+			t.Errorf("Held after Release = %v, %v", held, err)
+		}
+		err = q.Release(ctx)
+		if !errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "released or timed out") {
+			t.Errorf("second Release: %v, want ErrNotHeld saying released or timed out", err)
+		}
+	})
+}
+
+// The limit is stored with the semaphore: the first acquire sets it, a
+// different limit while permits are held is ErrInvalid naming the stored
+// one and writes nothing, and an idle semaphore takes a new limit.
+func TestSemaphoreStoredLimit(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		var ps []*Permit
+		for i := 0; i < 3; i++ {
+			p, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 3, TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, p)
+		}
+		before := s.snapshot(t)
+		_, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "limit 3") {
+			t.Errorf("Limit 5 while 3 are held under Limit 3: %v, want ErrInvalid naming limit 3", err)
+		}
+		_, err = e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: time.Second})
+		if !errors.Is(err, ErrInvalid) {
+			t.Errorf("Limit 1 while held under Limit 3, waiting: %v, want ErrInvalid", err)
+		}
+		if after := s.snapshot(t); !sameMap(before, after) {
+			t.Errorf("a refused limit wrote: %v -> %v", before, after)
+		}
+		for _, p := range ps {
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// Idle now: a new limit is taken, and holds.
+		if _, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1, TTL: 100 * time.Millisecond}); err != nil {
+			t.Fatalf("Limit 1 on an idle semaphore: %v", err)
+		}
+		if _, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("second permit under the new Limit 1: %v", err)
+		}
+		// The limit goes with the last holder also when it times out.
+		s.advance(150 * time.Millisecond)
+		if _, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 4, TTL: time.Minute}); err != nil {
+			t.Errorf("Limit 4 after the last permit timed out: %v", err)
 		}
 	})
 }

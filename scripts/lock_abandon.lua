@@ -6,7 +6,7 @@
 -- KEYS[3] the token's void mark
 -- ARGV[1] token, ARGV[2] lease in ms (a late acquire could hold no longer)
 -- reply: 1 if the lock was held and is now free, 0 if the token was voided.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
+if redis.call('HGET', KEYS[1], 'token') == ARGV[1] then
   return redis.call('DEL', KEYS[1])
 end
 redis.call('SET', KEYS[3], 1, 'PX', ARGV[2])

@@ -1,8 +1,21 @@
--- lock_extend: give the caller's lock a new lease, only if it still holds it.
+-- lock_extend: give the caller's lock a new lease, only if it still holds it
+-- and no later renewal of its own has landed first.
 -- KEYS[1] lock key
--- ARGV[1] token, ARGV[2] new lease in ms
--- reply: 1 if extended, 0 if the caller no longer holds the lock.
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+-- ARGV[1] token, ARGV[2] new lease in ms, ARGV[3] the renewal's sequence
+-- number (the holder numbers its renewals 1, 2, 3, ... as it sends them)
+-- reply: 1 if extended; 2 if held but this renewal is older than one
+-- already applied (it changes nothing); 0 if the caller no longer holds
+-- the lock.
+--
+-- The sequence is what lets Extend win against a watchdog renewal sent
+-- before it but delayed in the network: whichever lands last, the server
+-- keeps the lease of the renewal sent last.
+if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+  return 0
 end
-return 0
+if tonumber(redis.call('HGET', KEYS[1], 'seq')) >= tonumber(ARGV[3]) then
+  return 2
+end
+redis.call('HSET', KEYS[1], 'seq', ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1

@@ -1,5 +1,5 @@
 -- semaphore_refresh: move a live permit's deadline to now + TTL.
--- KEYS[1] timeouts, KEYS[2] owner
+-- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] limit
 -- ARGV[1] id, ARGV[2] TTL in ms
 -- reply: 1 if refreshed; 0 if it had timed out or was gone.
 --
@@ -16,4 +16,7 @@ if deadline and rank and tonumber(deadline) > now then
 end
 redis.call('ZREM', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('ZCARD', KEYS[1]) == 0 then
+  redis.call('DEL', KEYS[3]) -- the limit goes with the last holder
+end
 return 0

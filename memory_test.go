@@ -1,10 +1,12 @@
 package atomicredis
 
 import (
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gomodule/redigo/redis"
 )
@@ -90,17 +92,19 @@ func (s *server) fill(t testing.TB, from, n int) (int, error) {
 	c := s.pool.Get()
 	defer c.Close()
 	value := strings.Repeat("x", fillerSize)
-	var err error
-	for i := 0; i < n; i++ {
-		if _, err = c.Do("SET", s.ns+"filler:"+strconv.Itoa(from+i), value); err != nil {
-			if len(value) == fillerSize && isOOM(err) {
-				value = value[:16] // top up with small values
-				continue
-			}
-			return i, err
+	written := 0
+	for written < n {
+		_, err := c.Do("SET", s.ns+"filler:"+strconv.Itoa(from+written), value)
+		switch {
+		case err == nil:
+			written++
+		case len(value) == fillerSize && isOOM(err):
+			value = value[:16] // top up with small values
+		default:
+			return written, err
 		}
 	}
-	return n, nil
+	return written, nil
 }
 
 func isOOM(err error) bool { return err != nil && strings.Contains(err.Error(), "OOM") }
@@ -206,6 +210,140 @@ func TestSuggestShebangFallback(t *testing.T) {
 		}
 		if got, err := e.Suggest(ctx, "f", "b", 10); err != nil || !sameStrings(got, []string{"b"}) {
 			t.Errorf("a later Suggest = %q, %v", got, err)
+		}
+	})
+}
+
+// present reports whether key exists, with TYPE, which unlike EXISTS does
+// not count as an access: it leaves the key's LRU clock alone.
+func (s *server) present(t testing.TB, key string) bool {
+	t.Helper()
+	typ, err := redis.String(s.do("TYPE", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return typ != "none"
+}
+
+// Locks need maxmemory-policy noeviction. Under any other policy Redis may
+// evict the lock key (volatile-* policies pick exactly the keys with a TTL,
+// and every lock has one) and allkeys-* the fence counter too: a second
+// holder then takes the lock while the first still holds it, and with
+// the fence gone both hold fence 1. Under noeviction the lock survives and
+// the writes fail with OOM instead.
+func TestEvictionAndLocks(t *testing.T) {
+	const maxFiller = 20000 // 320 MB through a 1 MB headroom
+	lockKey := func(s *server) string { return s.ns + "lock:{job}" }
+	fenceKey := func(s *server) string { return s.ns + "lock:{job}:fence" }
+
+	t.Run("allkeys-lru", func(t *testing.T) {
+		s := privateRedis(t)
+		ctx, e := ctxT(t), s.engine()
+		first, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		limit := s.limitMemory(t, "allkeys-lru", 1<<20)
+		written, lockGone, fenceGone := 0, 0, 0
+		for written < maxFiller && (lockGone == 0 || fenceGone == 0) {
+			n, err := s.fill(t, written, 10)
+			written += n
+			if err != nil {
+				t.Fatalf("filler write %d under allkeys-lru: %v", written, err)
+			}
+			if lockGone == 0 && !s.present(t, lockKey(s)) {
+				lockGone = written
+			}
+			if fenceGone == 0 && !s.present(t, fenceKey(s)) {
+				fenceGone = written
+			}
+		}
+		evicted := s.info(t, "evicted_keys")
+		t.Logf("maxmemory %d (used_memory + 1 MiB), %d-byte filler: lock key evicted within %d writes, fence counter within %d; evicted_keys %d",
+			limit, fillerSize, lockGone, fenceGone, evicted)
+		if lockGone == 0 || fenceGone == 0 || evicted == 0 {
+			t.Fatalf("after %d filler writes: lock evicted at %d, fence at %d, evicted_keys %d; want both evicted", written, lockGone, fenceGone, evicted)
+		}
+		second, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatalf("TryLock after the eviction: %v", err)
+		}
+		if second.Fence() != first.Fence() {
+			t.Errorf("fences %d and %d: with the counter evicted both holders should have fence %d", first.Fence(), second.Fence(), first.Fence())
+		}
+		if held, err := first.Held(ctx); held || err != nil {
+			t.Errorf("the first holder's Held = %v, %v; want false (its key was evicted)", held, err)
+		}
+	})
+
+	t.Run("volatile-lru", func(t *testing.T) {
+		s := privateRedis(t)
+		ctx, e := ctxT(t), s.engine()
+		first, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.limitMemory(t, "volatile-lru", 1<<20)
+		// The filler has no TTL: the lock is the only key the policy may take.
+		n, err := s.fill(t, 0, maxFiller)
+		if !isOOM(err) {
+			t.Fatalf("%d filler writes, then %v: want OOM once nothing with a TTL is left", n, err)
+		}
+		evicted := s.info(t, "evicted_keys")
+		t.Logf("volatile-lru: %d filler writes, then OOM; evicted_keys %d", n, evicted)
+		if s.present(t, lockKey(s)) || evicted != 1 {
+			t.Fatalf("lock key present %v, evicted_keys %d: want the lock, and only it, evicted", s.present(t, lockKey(s)), evicted)
+		}
+		if v, _ := redis.Int64(s.do("GET", fenceKey(s))); v != first.Fence() {
+			t.Errorf("fence counter %d, want %d: it has no TTL, so volatile-lru keeps it", v, first.Fence())
+		}
+		s.must(t, "DEL", s.ns+"filler:0", s.ns+"filler:1", s.ns+"filler:2", s.ns+"filler:3") // room for one more lock
+		second, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatalf("TryLock after the eviction: %v", err)
+		}
+		if second.Fence() != first.Fence()+1 {
+			t.Errorf("fences %d then %d", first.Fence(), second.Fence())
+		}
+		if held, err := first.Held(ctx); held || err != nil {
+			t.Errorf("the first holder's Held = %v, %v; want false (its key was evicted)", held, err)
+		}
+	})
+
+	t.Run("noeviction", func(t *testing.T) {
+		s := privateRedis(t)
+		ctx, e := ctxT(t), s.engine()
+		first, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.limitMemory(t, "noeviction", 1<<20)
+		n, err := s.fill(t, 0, maxFiller)
+		if !isOOM(err) {
+			t.Fatalf("%d filler writes, then %v: want OOM", n, err)
+		}
+		t.Logf("noeviction: %d filler writes, then %v; evicted_keys %d", n, err, s.info(t, "evicted_keys"))
+		if !s.present(t, lockKey(s)) || !s.present(t, fenceKey(s)) || s.info(t, "evicted_keys") != 0 {
+			t.Fatalf("lock key present %v, fence present %v, evicted_keys %d: want nothing evicted",
+				s.present(t, lockKey(s)), s.present(t, fenceKey(s)), s.info(t, "evicted_keys"))
+		}
+		if held, err := first.Held(ctx); !held || err != nil {
+			t.Errorf("Held at maxmemory = %v, %v; want true", held, err)
+		}
+		if _, err := e.TryLock(ctx, "job", LockOptions{}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("a second TryLock at maxmemory: %v, want ErrNotAcquired", err)
+		}
+		before := s.keys(t)
+		if _, err := e.TryLock(ctx, "other", LockOptions{}); !isOOM(err) {
+			t.Errorf("TryLock of a free lock at maxmemory: %v, want OOM", err)
+		}
+		if after := s.keys(t); !sameStrings(before, after) {
+			t.Errorf("the refused TryLock changed the keys")
+		}
+		// Renewal needs a write too; how it fares depends on the script.
+		t.Logf("Extend at maxmemory: %v", first.Extend(ctx, time.Hour))
+		if err := first.Unlock(ctx); err != nil {
+			t.Errorf("Unlock at maxmemory: %v (a delete is allowed)", err)
 		}
 	})
 }

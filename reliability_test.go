@@ -3,7 +3,9 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -15,61 +17,240 @@ type call struct {
 	run  func(ctx context.Context, e *Engine) error
 }
 
-func lockCall(name string, o LockOptions) func(context.Context, *Engine) error {
-	return func(ctx context.Context, e *Engine) error { _, err := e.TryLock(ctx, name, o); return err }
-}
+// badNames are the object names every method refuses: empty, or with a
+// brace (the engine adds the hash tag itself).
+var badNames = []string{"", "a{b", "a}b", "{x}"}
 
-// invalidCalls are every public method with every kind of bad argument.
-func invalidCalls() []call {
-	return []call{
-		{"TryLock empty name", lockCall("", LockOptions{})},
-		{"TryLock name with {", lockCall("a{b", LockOptions{})},
-		{"TryLock name with }", lockCall("a}b", LockOptions{})},
-		{"TryLock negative TTL", lockCall("a", LockOptions{TTL: -time.Second})},
-		{"TryLock sub-ms TTL", lockCall("a", LockOptions{TTL: time.Microsecond})},
-		{"TryLock negative Wait", lockCall("a", LockOptions{Wait: -1})},
-		{"Lock sub-ms Wait", func(ctx context.Context, e *Engine) error {
-			_, err := e.Lock(ctx, "a", LockOptions{Wait: 999 * time.Microsecond})
-			return err
-		}},
-		{"Lock empty name", func(ctx context.Context, e *Engine) error { _, err := e.Lock(ctx, "", LockOptions{}); return err }},
-		{"IsLocked empty name", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, ""); return err }},
-		{"IsLocked braces", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, "{x}"); return err }},
-		{"AcquireSemaphore limit 0", semCall("s", SemaphoreOptions{})},
-		{"AcquireSemaphore limit -1", semCall("s", SemaphoreOptions{Limit: -1})},
-		{"AcquireSemaphore empty name", semCall("", SemaphoreOptions{Limit: 1})},
-		{"AcquireSemaphore braces", semCall("s}", SemaphoreOptions{Limit: 1})},
-		{"AcquireSemaphore negative TTL", semCall("s", SemaphoreOptions{Limit: 1, TTL: -time.Millisecond})},
-		{"AcquireSemaphore sub-ms TTL", semCall("s", SemaphoreOptions{Limit: 1, TTL: 10 * time.Microsecond})},
-		{"AcquireSemaphore negative Wait", semCall("s", SemaphoreOptions{Limit: 1, Wait: -time.Second})},
-		{"AcquireSemaphore sub-ms Wait", semCall("s", SemaphoreOptions{Limit: 1, Wait: time.Nanosecond})},
-		{"SemaphoreHolders empty name", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, ""); return err }},
-		{"SemaphoreHolders braces", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, "{"); return err }},
-		{"AddRecent empty list", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "", "x") }},
-		{"AddRecent braces", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "l{", "x") }},
-		{"AddRecent empty item", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "l", "") }},
-		{"RemoveRecent empty item", func(ctx context.Context, e *Engine) error { return e.RemoveRecent(ctx, "l", "") }},
-		{"RemoveRecent braces", func(ctx context.Context, e *Engine) error { return e.RemoveRecent(ctx, "}", "x") }},
-		{"SuggestRecent limit 0", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "l", "a", 0); return err }},
-		{"SuggestRecent limit -1", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "l", "a", -1); return err }},
-		{"SuggestRecent empty list", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "", "a", 1); return err }},
-		{"AddMembers empty set", func(ctx context.Context, e *Engine) error { return e.AddMembers(ctx, "", "x") }},
-		{"AddMembers braces", func(ctx context.Context, e *Engine) error { return e.AddMembers(ctx, "{s}", "x") }},
-		{"RemoveMembers empty set", func(ctx context.Context, e *Engine) error { return e.RemoveMembers(ctx, "", "x") }},
-		{"Suggest limit 0", func(ctx context.Context, e *Engine) error { _, err := e.Suggest(ctx, "s", "a", 0); return err }},
-		{"Suggest braces", func(ctx context.Context, e *Engine) error { _, err := e.Suggest(ctx, "s{", "a", 1); return err }},
-		{"MarkActive id -1", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "g", "p", -1) }},
-		{"MarkActive id 2^32", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "g", "p", 1<<32) }},
-		{"MarkActive empty group", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "", "p", 1) }},
-		{"IsActive id -1", func(ctx context.Context, e *Engine) error { _, err := e.IsActive(ctx, "g", "p", -1); return err }},
-		{"IsActive braces", func(ctx context.Context, e *Engine) error { _, err := e.IsActive(ctx, "g}", "p", 1); return err }},
-		{"CountActive no periods", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "g"); return err }},
-		{"CountActive empty group", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "", "p"); return err }},
+// invalidCalls is every public method with every invalid argument, each
+// row named "Method: case" ("Lock.Method: case" for a method of *Lock), so
+// that TestInvalidCallsCoverTheAPI can hold the table against the method
+// sets. held is a lock the caller holds, for the methods of *Lock.
+func invalidCalls(held *Lock) []call {
+	var calls []call
+	add := func(name string, run func(ctx context.Context, e *Engine) error) {
+		calls = append(calls, call{name, run})
 	}
+	// names adds one row per bad name.
+	names := func(method string, run func(ctx context.Context, e *Engine, name string) error) {
+		for _, n := range badNames {
+			add(fmt.Sprintf("%s: name %q", method, n), func(ctx context.Context, e *Engine) error { return run(ctx, e, n) })
+		}
+	}
+	// durations adds a negative and a sub-millisecond value of one duration.
+	durations := func(prefix string, run func(ctx context.Context, e *Engine, d time.Duration) error) {
+		add(prefix+" negative", func(ctx context.Context, e *Engine) error { return run(ctx, e, -time.Second) })
+		add(prefix+" sub-ms", func(ctx context.Context, e *Engine) error { return run(ctx, e, 999*time.Microsecond) })
+	}
+	// counts adds 0 and -1 for a count that must be at least 1.
+	counts := func(prefix string, run func(ctx context.Context, e *Engine, n int) error) {
+		add(prefix+" 0", func(ctx context.Context, e *Engine) error { return run(ctx, e, 0) })
+		add(prefix+" -1", func(ctx context.Context, e *Engine) error { return run(ctx, e, -1) })
+	}
+	// ids adds the ids just outside [0, 2^32).
+	ids := func(method string, run func(ctx context.Context, e *Engine, id int64) error) {
+		add(method+": id -1", func(ctx context.Context, e *Engine) error { return run(ctx, e, -1) })
+		add(method+": id 2^32", func(ctx context.Context, e *Engine) error { return run(ctx, e, MaxActiveID+1) })
+	}
+
+	for method, lock := range map[string]func(*Engine) func(context.Context, string, LockOptions) (*Lock, error){
+		"Lock":    func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.Lock },
+		"TryLock": func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.TryLock },
+	} {
+		run := func(ctx context.Context, e *Engine, name string, o LockOptions) error {
+			_, err := lock(e)(ctx, name, o)
+			return err
+		}
+		names(method, func(ctx context.Context, e *Engine, name string) error { return run(ctx, e, name, LockOptions{}) })
+		durations(method+": TTL", func(ctx context.Context, e *Engine, d time.Duration) error {
+			return run(ctx, e, "a", LockOptions{TTL: d})
+		})
+		durations(method+": Wait", func(ctx context.Context, e *Engine, d time.Duration) error {
+			return run(ctx, e, "a", LockOptions{Wait: d})
+		})
+	}
+	names("IsLocked", func(ctx context.Context, e *Engine, name string) error { _, err := e.IsLocked(ctx, name); return err })
+	durations("Lock.Extend: duration", func(ctx context.Context, e *Engine, d time.Duration) error { return held.Extend(ctx, d) })
+
+	sem := func(ctx context.Context, e *Engine, name string, o SemaphoreOptions) error {
+		_, err := e.AcquireSemaphore(ctx, name, o)
+		return err
+	}
+	names("AcquireSemaphore", func(ctx context.Context, e *Engine, name string) error {
+		return sem(ctx, e, name, SemaphoreOptions{Limit: 1})
+	})
+	counts("AcquireSemaphore: Limit", func(ctx context.Context, e *Engine, n int) error {
+		return sem(ctx, e, "s", SemaphoreOptions{Limit: n})
+	})
+	durations("AcquireSemaphore: TTL", func(ctx context.Context, e *Engine, d time.Duration) error {
+		return sem(ctx, e, "s", SemaphoreOptions{Limit: 1, TTL: d})
+	})
+	durations("AcquireSemaphore: Wait", func(ctx context.Context, e *Engine, d time.Duration) error {
+		return sem(ctx, e, "s", SemaphoreOptions{Limit: 1, Wait: d})
+	})
+	names("SemaphoreHolders", func(ctx context.Context, e *Engine, name string) error {
+		_, err := e.SemaphoreHolders(ctx, name)
+		return err
+	})
+
+	names("AddRecent", func(ctx context.Context, e *Engine, name string) error { return e.AddRecent(ctx, name, "x") })
+	add("AddRecent: empty item", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "l", "") })
+	names("RemoveRecent", func(ctx context.Context, e *Engine, name string) error { return e.RemoveRecent(ctx, name, "x") })
+	add("RemoveRecent: empty item", func(ctx context.Context, e *Engine) error { return e.RemoveRecent(ctx, "l", "") })
+	names("SuggestRecent", func(ctx context.Context, e *Engine, name string) error {
+		_, err := e.SuggestRecent(ctx, name, "a", 1)
+		return err
+	})
+	counts("SuggestRecent: limit", func(ctx context.Context, e *Engine, n int) error {
+		_, err := e.SuggestRecent(ctx, "l", "a", n)
+		return err
+	})
+	names("AddMembers", func(ctx context.Context, e *Engine, name string) error { return e.AddMembers(ctx, name, "x") })
+	names("RemoveMembers", func(ctx context.Context, e *Engine, name string) error { return e.RemoveMembers(ctx, name, "x") })
+	names("Suggest", func(ctx context.Context, e *Engine, name string) error {
+		_, err := e.Suggest(ctx, name, "a", 1)
+		return err
+	})
+	counts("Suggest: limit", func(ctx context.Context, e *Engine, n int) error {
+		_, err := e.Suggest(ctx, "s", "a", n)
+		return err
+	})
+
+	names("MarkActive", func(ctx context.Context, e *Engine, name string) error { return e.MarkActive(ctx, name, "p", 1) })
+	ids("MarkActive", func(ctx context.Context, e *Engine, id int64) error { return e.MarkActive(ctx, "g", "p", id) })
+	names("IsActive", func(ctx context.Context, e *Engine, name string) error {
+		_, err := e.IsActive(ctx, name, "p", 1)
+		return err
+	})
+	ids("IsActive", func(ctx context.Context, e *Engine, id int64) error {
+		_, err := e.IsActive(ctx, "g", "p", id)
+		return err
+	})
+	names("CountActive", func(ctx context.Context, e *Engine, name string) error {
+		_, err := e.CountActive(ctx, name, "p")
+		return err
+	})
+	add("CountActive: no periods", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "g"); return err })
+	return calls
 }
 
 func semCall(name string, o SemaphoreOptions) func(context.Context, *Engine) error {
 	return func(ctx context.Context, e *Engine) error { _, err := e.AcquireSemaphore(ctx, name, o); return err }
+}
+
+// noInvalidArgument lists the public methods that take nothing a caller
+// could get wrong, so they need no row in invalidCalls.
+var noInvalidArgument = map[string]string{
+	"Close":          "takes only ctx",
+	"Lock.Unlock":    "takes only ctx",
+	"Lock.TTL":       "takes only ctx",
+	"Lock.Held":      "takes only ctx",
+	"Lock.Token":     "takes nothing",
+	"Lock.Fence":     "takes nothing",
+	"Lock.Lost":      "takes nothing",
+	"Permit.Release": "takes only ctx",
+	"Permit.Refresh": "takes only ctx",
+	"Permit.TTL":     "takes only ctx",
+	"Permit.Held":    "takes only ctx",
+	"Permit.Token":   "takes nothing",
+	"Permit.Fence":   "takes nothing",
+}
+
+// invalidCases are the rows a method's signature calls for: its first
+// string is an object name (every bad name); an int is a count (0, -1);
+// an int64 an activity id; a time.Duration a lease; an options struct
+// brings its duration and int fields. Other strings (items, prefixes,
+// periods) and variadic lists have no rule here: their rows are written
+// by hand.
+func invalidCases(m reflect.Method) []string {
+	var cases []string
+	durations := func(prefix string) { cases = append(cases, prefix+" negative", prefix+" sub-ms") }
+	counts := func(prefix string) { cases = append(cases, prefix+" 0", prefix+" -1") }
+	ctxType := reflect.TypeOf((*context.Context)(nil)).Elem()
+	durType := reflect.TypeOf(time.Duration(0))
+	named := false
+	for i := 1; i < m.Type.NumIn(); i++ { // 0 is the receiver
+		in := m.Type.In(i)
+		if m.Type.IsVariadic() && i == m.Type.NumIn()-1 {
+			continue
+		}
+		switch {
+		case in == ctxType:
+		case in.Kind() == reflect.String && !named:
+			named = true
+			for _, n := range badNames {
+				cases = append(cases, fmt.Sprintf("name %q", n))
+			}
+		case in.Kind() == reflect.String:
+		case in == durType:
+			durations("duration")
+		case in.Kind() == reflect.Int:
+			counts("limit")
+		case in.Kind() == reflect.Int64:
+			cases = append(cases, "id -1", "id 2^32")
+		case in.Kind() == reflect.Struct:
+			for j := 0; j < in.NumField(); j++ {
+				f := in.Field(j)
+				switch {
+				case f.Type == durType:
+					durations(f.Name)
+				case f.Type.Kind() == reflect.Int:
+					counts(f.Name)
+				}
+			}
+		default:
+			cases = append(cases, "<no rule for an argument of type "+in.String()+">")
+		}
+	}
+	return cases
+}
+
+// Every exported method of *Engine, *Lock and *Permit either has a row in
+// invalidCalls for each invalid value its arguments can take, or is listed
+// in noInvalidArgument (and then takes nothing but ctx); and every row
+// names a method that exists.
+func TestInvalidCallsCoverTheAPI(t *testing.T) {
+	rows := map[string]bool{}
+	for _, c := range invalidCalls(nil) {
+		if rows[c.name] {
+			t.Errorf("row %q twice", c.name)
+		}
+		rows[c.name] = true
+	}
+	ctxType := reflect.TypeOf((*context.Context)(nil)).Elem()
+	methods := map[string]bool{}
+	for _, typ := range []struct {
+		prefix string
+		t      reflect.Type
+	}{{"", reflect.TypeOf(&Engine{})}, {"Lock.", reflect.TypeOf((*Lock)(nil))}, {"Permit.", reflect.TypeOf((*Permit)(nil))}} {
+		for i := 0; i < typ.t.NumMethod(); i++ {
+			m := typ.t.Method(i)
+			name := typ.prefix + m.Name
+			methods[name] = true
+			if why, ok := noInvalidArgument[name]; ok {
+				for j := 1; j < m.Type.NumIn(); j++ {
+					if m.Type.In(j) != ctxType {
+						t.Errorf("%s is exempt (%s) but takes a %s", name, why, m.Type.In(j))
+					}
+				}
+				continue
+			}
+			cases := invalidCases(m)
+			if len(cases) == 0 {
+				t.Errorf("%s: no invalid argument known: write its rows in invalidCalls or exempt it in noInvalidArgument with the reason", name)
+			}
+			for _, c := range cases {
+				if !rows[name+": "+c] {
+					t.Errorf("invalidCalls has no row %q", name+": "+c)
+				}
+			}
+		}
+	}
+	for row := range rows {
+		method, _, ok := strings.Cut(row, ": ")
+		if !ok || !methods[method] {
+			t.Errorf("row %q does not name a method (want \"Method: case\")", row)
+		}
+	}
 }
 
 func TestBadInputWritesNothing(t *testing.T) {
@@ -80,23 +261,12 @@ func TestBadInputWritesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		before := s.snapshot(t)
-		for _, c := range invalidCalls() {
+		for _, c := range invalidCalls(held) {
 			err := c.run(ctx, e)
 			if !errors.Is(err, ErrInvalid) {
 				t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 			} else if !strings.HasPrefix(err.Error(), "atomicredis: ") {
 				t.Errorf("%s: error %q lacks the package prefix", c.name, err)
-			}
-		}
-		for _, c := range []struct {
-			name string
-			run  func() error
-		}{
-			{"Extend negative", func() error { return held.Extend(ctx, -time.Second) }},
-			{"Extend sub-ms", func() error { return held.Extend(ctx, time.Nanosecond) }},
-		} {
-			if err := c.run(); !errors.Is(err, ErrInvalid) {
-				t.Errorf("%s: %v, want ErrInvalid", c.name, err)
 			}
 		}
 		if after := s.snapshot(t); !sameMap(before, after) {

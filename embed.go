@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"embed"
+	"strings"
 
 	"github.com/gomodule/redigo/redis"
 )
@@ -10,22 +11,22 @@ import (
 // its KEYS, ARGV and reply; the key count given here must match it
 // (TestScriptsDeclareTheirKeys checks).
 //
-//go:embed scripts/*.lua
+//go:embed scripts/*.lua scripts/lib/*.lua
 var scriptFS embed.FS
 
 var (
-	scriptLockAcquire = load("lock_acquire", 3)
-	scriptLockAbandon = load("lock_abandon", 3)
-	scriptLockRelease = load("lock_release", 1)
+	scriptLockAcquire = load("lock_acquire", 6, "queue")
+	scriptLockAbandon = load("lock_abandon", 6, "queue", "lock")
+	scriptLockRelease = load("lock_release", 4, "queue", "lock")
 	scriptLockExtend  = load("lock_extend", 1)
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
 
-	scriptSemAcquire = load("semaphore_acquire", 5)
-	scriptSemAbandon = load("semaphore_abandon", 5)
-	scriptSemRelease = load("semaphore_release", 3)
-	scriptSemRefresh = load("semaphore_refresh", 3)
-	scriptSemHolders = load("semaphore_holders", 3)
+	scriptSemAcquire = load("semaphore_acquire", 8, "queue", "semaphore")
+	scriptSemAbandon = load("semaphore_abandon", 8, "queue", "semaphore")
+	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
+	scriptSemRefresh = load("semaphore_refresh", 6, "queue", "semaphore")
+	scriptSemHolders = load("semaphore_holders", 6, "queue", "semaphore")
 	scriptSemPTTL    = load("semaphore_pttl", 2)
 
 	scriptRecentAdd     = load("recent_add", 1)
@@ -47,24 +48,31 @@ var (
 // the caller passes the count), for tests.
 var scripts = map[string]struct{ keys int }{}
 
-func load(name string, keyCount int) *redis.Script {
-	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
+// load reads scripts/<name>.lua and puts the libraries it uses,
+// scripts/lib/<lib>.lua (local functions, such as the waiting queue's), in
+// front of it: one piece of Lua, written once, in every script that needs it.
+func load(name string, keyCount int, libs ...string) *redis.Script {
+	var src strings.Builder
+	for _, lib := range libs {
+		src.WriteString(embedded("scripts/lib/" + lib + ".lua"))
+	}
+	src.WriteString(embedded("scripts/" + name + ".lua"))
+	scripts[name] = struct{ keys int }{keyCount}
+	return redis.NewScript(keyCount, src.String())
+}
+
+func embedded(path string) string {
+	src, err := scriptFS.ReadFile(path)
 	if err != nil {
 		// Only a typo in this file can get here, and every test would fail.
-		panic("atomicredis: missing embedded script " + name)
+		panic("atomicredis: missing embedded script " + path)
 	}
-	s := redis.NewScript(keyCount, string(src))
-	scripts[name] = struct{ keys int }{keyCount}
-	return s
+	return string(src)
 }
 
 // loadFlagged loads a script a second time with a Redis 7 shebang line
 // carrying flags in front of it. The variant is not a file of its own, so
 // the two can never drift apart; it is not listed in scripts.
 func loadFlagged(name string, keyCount int, flags string) *redis.Script {
-	src, err := scriptFS.ReadFile("scripts/" + name + ".lua")
-	if err != nil {
-		panic("atomicredis: missing embedded script " + name)
-	}
-	return redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+string(src))
+	return redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
 }

@@ -13,10 +13,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
+	"io"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -40,6 +41,10 @@ var (
 	ErrInvalid = errors.New("atomicredis: invalid argument")
 	// ErrClosed: the engine was closed and takes no new locks or permits.
 	ErrClosed = errors.New("atomicredis: engine closed")
+	// ErrNotReplicated: fewer replicas than WithReplicaAck asks for
+	// acknowledged a write in time. An acquisition was undone; an Extend or
+	// Refresh kept what it set.
+	ErrNotReplicated = errors.New("atomicredis: not replicated")
 )
 
 // Defaults applied when an option or duration is zero, and the engine's own
@@ -64,10 +69,22 @@ type Engine struct {
 	recentCap int
 	err       error // a rejected option or nil pool, returned by every call
 
-	mu        sync.Mutex
-	closed    bool
-	watchdogs map[*Lock]struct{} // locks whose watchdog runs
-	undos     sync.WaitGroup     // background undos; Add only under mu, before closed
+	replicas   int           // WithReplicaAck: replicas to wait for; 0 = off
+	ackTimeout time.Duration // WithReplicaAck: how long WAIT waits for them
+
+	id       string        // names this engine's inboxes
+	queueTTL time.Duration // a queue entry's lifetime unless renewed
+
+	mu          sync.Mutex
+	closed      bool
+	stop        context.Context // ends with Close: cuts the listeners' pops short
+	cancelStop  context.CancelFunc
+	watchdogs   map[*Lock]struct{} // locks whose watchdog runs
+	undos       sync.WaitGroup     // background undos; Add only under mu, before closed
+	rooms       map[string]*room   // by inbox: this engine's waiters on one object
+	blocking    int                // listeners running, each holding a connection
+	maxBlocking int                // how many may: the engine's blocking budget
+	listeners   sync.WaitGroup     // Add only under mu, before closed
 
 	// plainSuggest is set once the server refused the allow-oom shebang
 	// (Redis < 7, miniredis): from then on Suggest runs the plain script.
@@ -101,11 +118,35 @@ func WithRecentCapacity(n int) Option {
 	}
 }
 
+// WithReplicaAck makes every acquisition, extend and refresh wait until
+// replicas replicas have acknowledged it, for up to timeout: the script is
+// followed by WAIT replicas timeout on the same connection, in the same
+// round trip. With fewer acknowledgements an acquisition is undone and
+// returns an error wrapping ErrNotReplicated; Extend and Refresh keep what
+// they set and return such an error too. This keeps a failover from
+// granting a lock a second time. replicas 0 turns it off (the default); a
+// negative replicas, or a timeout under 1 ms with replicas > 0 (WAIT 0
+// would block forever), is rejected: every call then returns ErrInvalid.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(e *Engine) {
+		switch {
+		case replicas < 0:
+			e.reject(fmt.Errorf("atomicredis: replica ack: %d replicas: must be at least 0: %w", replicas, ErrInvalid))
+		case replicas > 0 && timeout < time.Millisecond:
+			e.reject(fmt.Errorf("atomicredis: replica ack: timeout %v: must be at least 1ms: %w", timeout, ErrInvalid))
+		default:
+			e.replicas, e.ackTimeout = replicas, timeout
+		}
+	}
+}
+
 // New returns an Engine that takes connections from pool. New never fails:
 // a nil pool or a rejected option makes every call return an error
 // wrapping ErrInvalid, before any I/O.
 func New(pool Pool, opts ...Option) *Engine {
-	e := &Engine{pool: pool, recentCap: DefaultRecentCapacity}
+	e := &Engine{pool: pool, recentCap: DefaultRecentCapacity, id: uuid.NewString()[:13],
+		queueTTL: defaultQueueTTL, maxBlocking: blockingBudget(pool)}
+	e.stop, e.cancelStop = context.WithCancel(context.Background())
 	if pool == nil {
 		e.reject(fmt.Errorf("atomicredis: nil pool: %w", ErrInvalid))
 	}
@@ -117,10 +158,23 @@ func New(pool Pool, opts ...Option) *Engine {
 	return e
 }
 
+// blockingBudget is how many connections an engine's waiters may hold
+// blocked at once: half of a *redis.Pool's MaxActive, so that holders can
+// always reach the server to unlock (none with MaxActive 1: waiters then
+// learn of a handoff when they renew, a third of the queue TTL late); 64
+// for any other pool.
+func blockingBudget(pool Pool) int {
+	if p, ok := pool.(*redis.Pool); ok && p.MaxActive > 0 {
+		return p.MaxActive / 2
+	}
+	return 64
+}
+
 // Close stops every watchdog the engine runs (those locks are no longer
 // renewed, so their Lost channels close; their leases run out on the
 // server unless unlocked) and waits, until ctx ends, for the background
-// undos of acquisitions cut off mid-call. Afterwards the engine takes no
+// undos of acquisitions cut off mid-call and for the goroutines that wake
+// waiters. Waits under way end by their own Wait or ctx. Afterwards the engine takes no
 // new locks or permits (ErrClosed); holdings can still be unlocked,
 // released and queried. Close is safe to call more than once.
 func (e *Engine) Close(ctx context.Context) error {
@@ -135,8 +189,9 @@ func (e *Engine) Close(ctx context.Context) error {
 		l.stopWatchdog()
 		l.markLost()
 	}
+	e.cancelStop() // listeners stop blocking
 	done := make(chan struct{})
-	go func() { e.undos.Wait(); close(done) }()
+	go func() { e.undos.Wait(); e.listeners.Wait(); close(done) }()
 	select {
 	case <-done:
 		return nil
@@ -184,6 +239,104 @@ func duration(kind, name, field string, d, def time.Duration) (time.Duration, er
 // ---------------------------------------------------------------------------
 // The call path: one script, one pooled connection, one round trip
 
+// maxRedirects bounds how often one call follows MOVED to another node.
+const maxRedirects = 3
+
+// binder is a connection that can be pinned to the node serving some keys
+// before its first command, as a github.com/mna/redisc cluster connection
+// can. Such a connection would route EVALSHA by its first argument, the
+// SHA, not by a key.
+type binder interface {
+	Bind(keys ...string) error
+}
+
+// ctxConn is a pooled connection whose Do and Receive honour ctx: through
+// DoContext where the connection offers it, else with a read timeout up to
+// ctx's deadline (redisc connections offer only that; a ctx that is only
+// cancelled does not interrupt them), else plainly.
+type ctxConn struct {
+	redis.Conn
+	ctx   context.Context
+	bound bool // bound to a cluster node by key
+}
+
+func (c ctxConn) Do(cmd string, args ...any) (any, error) {
+	if c.ctx.Done() == nil { // a ctx that never ends needs no machinery
+		return c.Conn.Do(cmd, args...)
+	}
+	if cc, ok := c.Conn.(redis.ConnWithContext); ok {
+		return cc.DoContext(c.ctx, cmd, args...)
+	}
+	if d, ok := c.timeout(); ok {
+		if d <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		return c.Conn.(redis.ConnWithTimeout).DoWithTimeout(d, cmd, args...)
+	}
+	return c.Conn.Do(cmd, args...)
+}
+
+func (c ctxConn) Receive() (any, error) {
+	if c.ctx.Done() == nil {
+		return c.Conn.Receive()
+	}
+	if cc, ok := c.Conn.(redis.ConnWithContext); ok {
+		return cc.ReceiveContext(c.ctx)
+	}
+	if d, ok := c.timeout(); ok {
+		if d <= 0 {
+			return nil, context.DeadlineExceeded
+		}
+		return c.Conn.(redis.ConnWithTimeout).ReceiveWithTimeout(d)
+	}
+	return c.Conn.Receive()
+}
+
+// timeout is the time left until ctx's deadline, if ctx has one and the
+// connection takes a read timeout. (redigo reads a timeout of 0 as none, so
+// callers must not pass one.)
+func (c ctxConn) timeout() (time.Duration, bool) {
+	dl, ok := c.ctx.Deadline()
+	if !ok {
+		return 0, false
+	}
+	if _, ok := c.Conn.(redis.ConnWithTimeout); !ok {
+		return 0, false
+	}
+	return time.Until(dl), true
+}
+
+// conn takes a connection from the pool for commands on key, bound to the
+// node serving key when the connection can bind (a cluster connection; on
+// any other it is a no-op). Its Do and Receive honour ctx. The caller
+// closes it.
+func (e *Engine) conn(ctx context.Context, key string) (redis.Conn, error) {
+	c, err := e.pool.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	b, bound := c.(binder)
+	if bound && key != "" {
+		if err := b.Bind(key); err != nil {
+			c.Close()
+			return nil, err
+		}
+	}
+	return ctxConn{Conn: c, ctx: ctx, bound: bound}, nil
+}
+
+// routeKey is the key a script call is routed by: its first key. A script
+// loaded with key count -1 takes the count first (redigo's convention), and
+// the count is an int where every key is a string.
+func routeKey(keysAndArgs []any) string {
+	for _, v := range keysAndArgs[:min(2, len(keysAndArgs))] {
+		if k, ok := v.(string); ok {
+			return k
+		}
+	}
+	return ""
+}
+
 // eval runs one script on one pooled connection: EVALSHA, falling back to
 // EVAL when the server answers NOSCRIPT. Errors name the object.
 func (e *Engine) eval(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (any, error) {
@@ -195,30 +348,121 @@ func (e *Engine) eval(ctx context.Context, s *redis.Script, kind, name string, k
 // server: false when ctx was done or no connection could be had, so there
 // is nothing to undo.
 func (e *Engine) evalSent(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (reply any, sent bool, err error) {
-	// redigo sends a command even on a done context, so check first.
-	if err := ctxErr(ctx); err != nil {
-		return nil, false, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
-	}
-	conn, err := e.pool.GetContext(ctx)
-	if err != nil {
-		return nil, false, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
-	}
-	defer conn.Close()
-	if c, ok := conn.(redis.ConnWithContext); ok && ctx.Done() != nil {
-		reply, err = s.DoContext(ctx, c, keysAndArgs...)
-	} else {
-		// A context that can never end needs none of DoContext's
-		// goroutine-per-command machinery.
-		reply, err = s.Do(conn, keysAndArgs...)
-	}
-	if err != nil {
-		if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
-			// redigo reports a deadline hit mid-command as an i/o timeout.
-			return nil, true, fmt.Errorf("atomicredis: %s %q: %w (%w)", kind, name, cerr, err)
+	return e.call(ctx, s, kind, name, false, keysAndArgs)
+}
+
+// evalAck is evalSent followed, when WithReplicaAck is on, by WAIT on the
+// same connection in the same round trip. If fewer replicas acknowledged
+// (or WAIT failed), the error wraps ErrNotReplicated and reply is still
+// the script's.
+func (e *Engine) evalAck(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (reply any, sent bool, err error) {
+	return e.call(ctx, s, kind, name, e.replicas > 0, keysAndArgs)
+}
+
+// evalAckReply is evalAck for calls that have nothing to undo.
+func (e *Engine) evalAckReply(ctx context.Context, s *redis.Script, kind, name string, keysAndArgs ...any) (any, error) {
+	reply, _, err := e.evalAck(ctx, s, kind, name, keysAndArgs...)
+	return reply, err
+}
+
+// call runs s on a connection bound to its first key. A MOVED reply (the
+// slot moved, or a replica was promoted) means the script did not run: the
+// call follows it on a fresh connection, which binds by the cluster's
+// updated map, up to maxRedirects times. ASK (the slot is mid-migration)
+// is not followed: a bound connection cannot send ASKING, so the error is
+// returned, and it is transient: a wait retries it until the slot settles.
+func (e *Engine) call(ctx context.Context, s *redis.Script, kind, name string, ack bool, keysAndArgs []any) (reply any, sent bool, err error) {
+	key := routeKey(keysAndArgs)
+	for redirects := 0; ; redirects++ {
+		// redigo sends a command even on a done context, so check first.
+		if err := ctxErr(ctx); err != nil {
+			return nil, sent, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
 		}
-		return nil, true, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+		c, err := e.conn(ctx, key)
+		if err != nil {
+			return nil, sent, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+		}
+		sent = true
+		var acks int64
+		var ackErr error
+		if ack {
+			reply, acks, ackErr, err = e.evalWait(c, s, keysAndArgs)
+		} else {
+			reply, err = s.Do(c, keysAndArgs...)
+		}
+		c.Close()
+		if redirects < maxRedirects && c.(ctxConn).bound && replyIs(err, "MOVED") {
+			continue
+		}
+		if err != nil {
+			if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
+				// redigo reports a deadline hit mid-command as an i/o timeout.
+				return nil, true, fmt.Errorf("atomicredis: %s %q: %w (%w)", kind, name, cerr, err)
+			}
+			return nil, true, fmt.Errorf("atomicredis: %s %q: %w", kind, name, err)
+		}
+		switch {
+		case !ack:
+		case ackErr != nil:
+			return reply, true, fmt.Errorf("atomicredis: %s %q: WAIT %d %v: %w (%w)", kind, name, e.replicas, e.ackTimeout, ErrNotReplicated, ackErr)
+		case acks < int64(e.replicas):
+			return reply, true, fmt.Errorf("atomicredis: %s %q: %d of %d replicas acknowledged within %v: %w", kind, name, acks, e.replicas, e.ackTimeout, ErrNotReplicated)
+		}
+		return reply, true, nil
 	}
-	return reply, true, nil
+}
+
+// evalWait sends EVALSHA and WAIT together and reads both replies; on
+// NOSCRIPT it sends EVAL and WAIT again. err is the script's failure,
+// ackErr WAIT's.
+func (e *Engine) evalWait(c redis.Conn, s *redis.Script, keysAndArgs []any) (reply any, acks int64, ackErr, err error) {
+	send := s.SendHash
+	for first := true; ; first = false {
+		if err := send(c, keysAndArgs...); err != nil {
+			return nil, 0, nil, err
+		}
+		if err := c.Send("WAIT", e.replicas, e.ackTimeout.Milliseconds()); err != nil {
+			return nil, 0, nil, err
+		}
+		if err := c.Flush(); err != nil {
+			return nil, 0, nil, err
+		}
+		reply, err = c.Receive()
+		acks, ackErr = redis.Int64(c.Receive())
+		if first && replyIs(err, "NOSCRIPT") {
+			send = s.Send
+			continue
+		}
+		return reply, acks, ackErr, err
+	}
+}
+
+// replyIs reports whether err is a Redis error reply whose first word is
+// word.
+func replyIs(err error, word string) bool {
+	var reply redis.Error
+	return errors.As(err, &reply) && strings.HasPrefix(string(reply), word+" ")
+}
+
+// transient reports whether err is one a server or cluster gives while it
+// heals, so that a wait may try again: the node is down or restarting
+// (connection refused, reset or closed; LOADING), the cluster has no
+// primary for a slot (CLUSTERDOWN), or the slot is moving (TRYAGAIN, ASK,
+// a MOVED that call stopped following). After a reset or closed
+// connection the outcome of the call is unknown: the caller must undo it
+// before trying again.
+func transient(err error) bool {
+	var reply redis.Error
+	if errors.As(err, &reply) {
+		word, _, _ := strings.Cut(string(reply), " ")
+		switch word {
+		case "CLUSTERDOWN", "TRYAGAIN", "LOADING", "ASK", "MOVED":
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
 }
 
 // ctxErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
@@ -283,106 +527,301 @@ func (e *Engine) undo(script *redis.Script, kind, name string, keysAndArgs ...an
 }
 
 // ---------------------------------------------------------------------------
-// Waiting: attempts in a loop, paced by the client, decided by the server
+// Waiting: a queue on the server, handed over inside the release script
 
-// retry calls try until it succeeds or fails, until wait runs out (an
-// error wrapping ErrNotAcquired) or until ctx ends (one wrapping both
-// ErrNotAcquired and ctx.Err()). try reports how long the current holder
-// has left, if it knows; pauses are a few milliseconds and never longer
-// than that hint, so a waiter sees a release or an expiry promptly.
-func retry(ctx context.Context, kind, name string, wait time.Duration, try func() (ok bool, hint time.Duration, err error)) error {
-	deadline := time.Now().Add(wait)
-	for attempt := 1; ; attempt++ {
-		ok, hint, err := try()
-		if ok || err != nil {
-			return err
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return fmt.Errorf("atomicredis: %s %q: taken; gave up after %s in %v: %w", kind, name, attempts(attempt), wait, ErrNotAcquired)
-		}
-		t := time.NewTimer(min(pauseFor(attempt-1, hint), left))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("atomicredis: %s %q: while waiting: %w: %w", kind, name, ErrNotAcquired, ctx.Err())
-		case <-t.C:
-		}
-	}
-}
+// defaultQueueTTL is how long a waiter's queue entry lives unless renewed;
+// a waiter renews it three times as often. A waiter that died costs the
+// others at most this long.
+const defaultQueueTTL = time.Second
 
-func attempts(n int) string {
-	if n == 1 {
-		return "1 attempt"
-	}
-	return fmt.Sprintf("%d attempts", n)
-}
-
-// pauseFor backs off 1, 2, 4 ms, each halved at random (so 0.5-1, 1-2,
-// 2-4 ms: waiters do not march in step), and no longer than hint when the
-// holder's expiry is nearer.
-func pauseFor(attempt int, hint time.Duration) time.Duration {
-	base := time.Millisecond << min(attempt, 2)
-	p := base/2 + rand.N(base/2+1)
-	if hint > 0 && hint < p {
-		p = hint
-	}
-	return p
-}
-
-// acquire runs an acquire script until it grants (it returns the fence and
-// when the granting attempt was sent), wait runs out, or ctx ends.
+// acquisition is one attempt to take an object: the acquire script and its
+// abandon script, their keys (the inbox, where this engine is woken for
+// this object, among them), and the arguments between token and mode.
 //
-// Acquire scripts share one shape: KEYS are keys, the last being the
-// token's void mark; ARGV are token, extra..., ttl in ms; the reply is
-// {1, fence}, {0, ms until the holder's expiry}, or {-1, n}: refused as
-// invalid, n being the limit the object's holders share. Their abandon
-// scripts take the same keys, then ARGV token, ttl in ms. When an attempt
-// that reached the server fails with its outcome unknown (a timeout, a
-// reset connection: the script may have run, or may yet), abandon undoes
-// it in the background, so no caller holds what it was told it did not
-// get.
-func (e *Engine) acquire(ctx context.Context, kind, name string, wait time.Duration, token string, ttl time.Duration,
-	script, abandon *redis.Script, keys []string, extra ...any) (fence int64, sent time.Time, err error) {
+// Acquire scripts share one shape: ARGV token, extra..., mode (0 one try,
+// 1 wait), queue entry lifetime in ms, ttl in ms; reply {1, fence} (held,
+// for the full ttl: also the pickup of a handoff), {0, hint ms, rank,
+// arrival} (not held: hint is how long the holder has left, -1 if none;
+// rank is the caller's place in the queue, -1 if not queued), {0, -2} (the
+// token was abandoned), or {-1, n} (refused as invalid: the object's
+// holders share limit n). Abandon scripts take the same keys and ARGV
+// token, ms a late call of the token's could still act for; they leave the
+// queue, pass on or give back what was handed over, and void the token.
+type acquisition struct {
+	kind, name      string
+	token           string
+	ttl             time.Duration
+	script, abandon *redis.Script
+	keys            []string
+	inbox           string
+	extra           []any
+}
+
+// acquire takes the object, in one attempt or, with wait > 0, queueing on
+// the server until the object is handed over, wait runs out (an error
+// wrapping ErrNotAcquired) or ctx ends (one wrapping ErrNotAcquired and
+// ctx.Err()). It returns the fence and when the granting call was sent.
+//
+// A waiter blocks on nothing of its own: its engine's listener for the
+// object blocks on the inbox and wakes it, and it renews its queue entry
+// every third of the entry's lifetime (the same script: it also takes the
+// object if it is at the head and the holder is gone). Whatever the wait's
+// end, an attempt that may have reached the server is undone in the
+// background unless it granted (abandon).
+func (e *Engine) acquire(ctx context.Context, a acquisition, wait time.Duration) (g grant, err error) {
 	e.mu.Lock()
 	closed := e.closed
 	e.mu.Unlock()
 	if closed {
-		return 0, sent, fmt.Errorf("atomicredis: %s %q: %w", kind, name, ErrClosed)
+		return g, fmt.Errorf("atomicredis: %s %q: %w", a.kind, a.name, ErrClosed)
 	}
-	ms := ttl.Milliseconds()
-	keyArgs := make([]any, 0, len(keys))
-	for _, k := range keys {
-		keyArgs = append(keyArgs, k)
+	mode := 0
+	var r *room
+	var woken <-chan struct{}
+	if wait > 0 {
+		mode = 1
+		r, woken = e.join(a.inbox, a.token)
+		defer r.leave(a.token)
 	}
-	args := append(append(append(keyArgs[:len(keyArgs):len(keyArgs)], token), extra...), ms)
-	undo := append(keyArgs[:len(keyArgs):len(keyArgs)], token, ms)
-
-	err = retry(ctx, kind, name, wait, func() (bool, time.Duration, error) {
-		sent = time.Now()
-		reply, reached, err := e.evalSent(ctx, script, kind, name, args...)
-		v, err := redis.Int64s(reply, err)
-		if err != nil {
-			if reached && unknownOutcome(err) {
-				e.undo(abandon, kind, name, undo...)
+	args := make([]any, 0, len(a.keys)+len(a.extra)+4)
+	for _, k := range a.keys {
+		args = append(args, k)
+	}
+	args = append(append(append(args, a.token), a.extra...), mode, e.queueTTL.Milliseconds(), a.ttl.Milliseconds())
+	undo := false // whether the server may hold something of the token's
+	giveUp := func(err error) (grant, error) {
+		if undo {
+			undoArgs := make([]any, 0, len(a.keys)+2)
+			for _, k := range a.keys {
+				undoArgs = append(undoArgs, k)
 			}
-			if cerr := ctxErr(ctx); cerr != nil && errors.Is(err, cerr) {
-				return false, 0, fmt.Errorf("atomicredis: %s %q: %w: %w", kind, name, ErrNotAcquired, cerr)
-			}
-			return false, 0, err
+			e.undo(a.abandon, a.kind, a.name, append(undoArgs, a.token, max(a.ttl, e.queueTTL).Milliseconds())...)
 		}
+		return g, err
+	}
+	deadline := time.Now().Add(wait)
+	var backoff time.Duration
+	for {
+		g.sent = time.Now()
+		reply, reached, err := e.evalAck(ctx, a.script, a.kind, a.name, args...)
+		v, verr := redis.Int64s(reply, nil)
+		queued := mode == 1 && err == nil && verr == nil && len(v) == 4 && v[0] == 0
+		undo = undo || reached && unknownOutcome(err) || queued
 		switch {
-		case len(v) != 2:
-			return false, 0, fmt.Errorf("atomicredis: %s %q: unexpected reply %v", kind, name, v)
+		case errors.Is(err, ErrNotReplicated): // granted, maybe: undone
+			undo = true
+			return giveUp(err)
+		case err != nil:
+			if cerr := ctxErr(ctx); cerr != nil {
+				return giveUp(fmt.Errorf("atomicredis: %s %q: %w: %w", a.kind, a.name, ErrNotAcquired, cerr))
+			}
+			if mode == 0 || !transient(err) || !time.Now().Before(deadline) {
+				if mode == 1 && transient(err) {
+					err = fmt.Errorf("atomicredis: %s %q: waited %v: %w; last error: %w", a.kind, a.name, wait, ErrNotAcquired, err)
+				}
+				return giveUp(err)
+			}
+			backoff = min(max(2*backoff, 10*time.Millisecond), 500*time.Millisecond)
+			if err := sleep(ctx, min(backoff, time.Until(deadline))); err != nil {
+				return giveUp(fmt.Errorf("atomicredis: %s %q: %w: %w", a.kind, a.name, ErrNotAcquired, err))
+			}
+			continue
+		case verr != nil || len(v) < 2:
+			return giveUp(fmt.Errorf("atomicredis: %s %q: unexpected reply %v", a.kind, a.name, reply))
+		case v[0] == 1:
+			g.fence = v[1]
+			return g, nil
 		case v[0] < 0:
-			return false, 0, fmt.Errorf("atomicredis: %s %q: in use with limit %d: %w", kind, name, v[1], ErrInvalid)
-		case v[0] == 0:
-			return false, time.Duration(v[1]) * time.Millisecond, nil
+			return giveUp(fmt.Errorf("atomicredis: %s %q: in use with limit %d: %w", a.kind, a.name, v[1], ErrInvalid))
+		case v[1] == -2:
+			return giveUp(fmt.Errorf("atomicredis: %s %q: attempt abandoned: %w", a.kind, a.name, ErrNotAcquired))
+		case mode == 0:
+			return giveUp(fmt.Errorf("atomicredis: %s %q: %s: %w", a.kind, a.name, taken(v[1]), ErrNotAcquired))
 		}
-		fence = v[1]
-		return true, 0, nil
-	})
-	return fence, sent, err
+		backoff = 0
+		g.arrival = v[3]
+		left := time.Until(deadline)
+		if left <= 0 {
+			return giveUp(fmt.Errorf("atomicredis: %s %q: waited %v, %d ahead in the queue: %w", a.kind, a.name, wait, v[2], ErrNotAcquired))
+		}
+		next := e.queueTTL / 3 // renew the entry
+		if hint := time.Duration(v[1]) * time.Millisecond; v[2] == 0 && hint > 0 && hint < next {
+			next = hint // the head takes over when the holder's time is up
+		}
+		r.listen()
+		t := time.NewTimer(min(next, left))
+		select {
+		case <-woken: // handed over: the next call picks it up
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return giveUp(fmt.Errorf("atomicredis: %s %q: while waiting: %w: %w", a.kind, a.name, ErrNotAcquired, ctx.Err()))
+		}
+		t.Stop()
+	}
+}
+
+// grant is what an acquisition got: the fence, when the granting call was
+// sent (the watchdog's first base), and the arrival number the queue gave
+// the caller (0 if it never queued; tests check the order by it).
+type grant struct {
+	fence, arrival int64
+	sent           time.Time
+}
+
+// taken says why a one-try acquisition was refused.
+func taken(hint int64) string {
+	if hint == -1 {
+		return "free, but waiters are queued ahead"
+	}
+	return fmt.Sprintf("taken (the holder has %v left)", time.Duration(hint)*time.Millisecond)
+}
+
+// sleep pauses for d unless ctx ends first.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// room is one engine's waiters on one object, woken through one inbox: a
+// list the release scripts push "token fence" to. One listener goroutine
+// blocks on it (BLPOP, holding one pooled connection) while the room has
+// waiters, so an engine holds at most one connection per object however
+// many of its goroutines wait, and no more than its blocking budget in
+// all (half a *redis.Pool's MaxActive): waiters beyond it are woken by
+// their renewals instead, at most a third of the queue TTL late.
+type room struct {
+	e     *Engine
+	inbox string
+
+	mu        sync.Mutex
+	waiters   map[string]chan struct{}
+	listening bool
+}
+
+// join enters a waiter in the engine's room for an inbox, making the room
+// if need be, and returns the channel its wake-ups come on.
+func (e *Engine) join(inbox, token string) (*room, <-chan struct{}) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r := e.rooms[inbox]
+	if r == nil {
+		if e.rooms == nil {
+			e.rooms = map[string]*room{}
+		}
+		r = &room{e: e, inbox: inbox, waiters: map[string]chan struct{}{}}
+		e.rooms[inbox] = r
+	}
+	ch := make(chan struct{}, 1)
+	r.mu.Lock()
+	r.waiters[token] = ch
+	r.mu.Unlock()
+	return r, ch
+}
+
+// leave removes a waiter; the last one out forgets the room (its listener,
+// if any, ends after its current pop).
+func (r *room) leave(token string) {
+	r.e.mu.Lock()
+	defer r.e.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.waiters, token)
+	if len(r.waiters) == 0 && !r.listening && r.e.rooms[r.inbox] == r {
+		delete(r.e.rooms, r.inbox)
+	}
+}
+
+// listen starts the room's listener unless it runs, the engine is closed,
+// or the engine's blocking budget is spent.
+func (r *room) listen() {
+	e := r.e
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.listening || e.closed || len(r.waiters) == 0 || e.blocking >= e.maxBlocking {
+		return
+	}
+	r.listening = true
+	e.blocking++
+	e.listeners.Add(1)
+	go r.run()
+}
+
+// run pops the inbox and wakes the waiter each message names, until the
+// room is empty or the engine closes. A message for a waiter that has left
+// is dropped: its abandon script passes on whatever it was handed.
+func (r *room) run() {
+	e := r.e
+	defer e.listeners.Done()
+	var backoff time.Duration
+	for {
+		e.mu.Lock()
+		r.mu.Lock()
+		if len(r.waiters) == 0 || e.closed {
+			r.listening = false
+			e.blocking--
+			if len(r.waiters) == 0 && e.rooms[r.inbox] == r {
+				delete(e.rooms, r.inbox)
+			}
+			r.mu.Unlock()
+			e.mu.Unlock()
+			return
+		}
+		r.mu.Unlock()
+		e.mu.Unlock()
+
+		msg, err := e.pop(r.inbox)
+		if err != nil {
+			backoff = min(max(2*backoff, 10*time.Millisecond), time.Second)
+			sleep(e.stop, backoff)
+			continue
+		}
+		backoff = 0
+		token, _, _ := strings.Cut(msg, " ")
+		r.mu.Lock()
+		ch := r.waiters[token]
+		r.mu.Unlock()
+		if ch != nil {
+			select {
+			case ch <- struct{}{}:
+			default: // already woken
+			}
+		}
+	}
+}
+
+// pop waits up to a second (BLPOP's whole-second timeout works on every
+// Redis since 2.0) for a message in inbox; "" if none came. Engine.Close
+// cuts it short.
+func (e *Engine) pop(inbox string) (string, error) {
+	c, err := e.conn(e.stop, inbox)
+	if err != nil {
+		return "", err
+	}
+	defer c.Close()
+	var v []string
+	if cc, ok := c.(redis.ConnWithContext); ok {
+		v, err = redis.Strings(cc.DoContext(e.stop, "BLPOP", inbox, 1))
+	} else {
+		v, err = redis.Strings(c.Do("BLPOP", inbox, 1))
+	}
+	switch {
+	case errors.Is(err, redis.ErrNil):
+		return "", nil
+	case err != nil:
+		return "", err
+	case len(v) != 2:
+		return "", fmt.Errorf("atomicredis: BLPOP %s: unexpected reply %q", inbox, v)
+	}
+	return v[1], nil
 }
 
 func newToken() (string, error) {
@@ -410,16 +849,17 @@ type LockOptions struct {
 // use, and on a nil *Lock (as a failed TryLock returns) none panics: they
 // report ErrNotHeld.
 type Lock struct {
-	e      *Engine
-	name   string
-	key    string
-	token  string
-	fence  int64
-	lost   chan struct{}
-	once   sync.Once
-	stopWD context.CancelFunc // nil without a watchdog
-	wdDone chan struct{}      // closed when the watchdog goroutine ends
-	reset  chan struct{}      // tells the watchdog the lease changed
+	e       *Engine
+	name    string
+	keys    []string // lock, fence, queue, waiters
+	token   string
+	fence   int64
+	arrival int64 // the number the queue gave it, 0 if it never queued
+	lost    chan struct{}
+	once    sync.Once
+	stopWD  context.CancelFunc // nil without a watchdog
+	wdDone  chan struct{}      // closed when the watchdog goroutine ends
+	reset   chan struct{}      // tells the watchdog the lease changed
 
 	mu      sync.Mutex
 	lease   time.Duration
@@ -460,18 +900,26 @@ func (e *Engine) lock(ctx context.Context, name string, o LockOptions, wait bool
 	if err != nil {
 		return nil, err
 	}
-	key := e.key("lock", name, "")
-	fence, sent, err := e.acquire(ctx, "lock", name, maxWait, token, ttl,
-		scriptLockAcquire, scriptLockAbandon, []string{key, e.key("lock", name, ":fence"), e.key("lock", name, ":void:"+token)})
+	keys := e.lockKeys(name)
+	inbox := e.key("lock", name, ":inbox:"+e.id)
+	g, err := e.acquire(ctx, acquisition{kind: "lock", name: name, token: token, ttl: ttl,
+		script: scriptLockAcquire, abandon: scriptLockAbandon, inbox: inbox,
+		keys: append(keys[:4:4], inbox, e.key("lock", name, ":void:"+token))}, maxWait)
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{e: e, name: name, key: key, token: token, fence: fence,
-		lost: make(chan struct{}), lease: ttl, renewed: sent}
+	l := &Lock{e: e, name: name, keys: keys, token: token, fence: g.fence, arrival: g.arrival,
+		lost: make(chan struct{}), lease: ttl, renewed: g.sent}
 	if o.Watchdog {
 		l.startWatchdog()
 	}
 	return l, nil
+}
+
+// lockKeys are the keys every lock script starts with: the lock, its fence
+// counter, its queue and its waiters.
+func (e *Engine) lockKeys(name string) []string {
+	return []string{e.key("lock", name, ""), e.key("lock", name, ":fence"), e.key("lock", name, ":queue"), e.key("lock", name, ":waiters")}
 }
 
 // IsLocked reports whether anyone holds the named lock.
@@ -528,7 +976,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.stopWatchdog()
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
-	n, err := l.e.evalInt64(ctx, scriptLockRelease, "lock", l.name, l.key, l.token)
+	n, err := l.e.evalInt64(ctx, scriptLockRelease, "lock", l.name, l.keys[0], l.keys[1], l.keys[2], l.keys[3], l.token)
 	if err != nil {
 		return err
 	}
@@ -586,7 +1034,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
 	}
-	ms, err := l.e.evalInt64(ctx, scriptLockPTTL, "lock", l.name, l.key, l.token)
+	ms, err := l.e.evalInt64(ctx, scriptLockPTTL, "lock", l.name, l.keys[0], l.token)
 	if err != nil {
 		return 0, err
 	}
@@ -620,7 +1068,8 @@ func (l *Lock) notHeld() error {
 // extend sends renewal number seq; a stale one (lock_extend's 2) counts as
 // held: a newer renewal of this holder's already stands.
 func (l *Lock) extend(ctx context.Context, ttl time.Duration, seq int64) (bool, error) {
-	n, err := l.e.evalInt64(ctx, scriptLockExtend, "lock", l.name, l.key, l.token, ttl.Milliseconds(), seq)
+	reply, err := l.e.evalAckReply(ctx, scriptLockExtend, "lock", l.name, l.keys[0], l.token, ttl.Milliseconds(), seq)
+	n, _ := redis.Int64(reply, nil) // the script's answer, with ErrNotReplicated too
 	return n >= 1, err
 }
 
@@ -737,12 +1186,13 @@ type SemaphoreOptions struct {
 // for concurrent use, and on a nil *Permit none panics: they report
 // ErrNotHeld.
 type Permit struct {
-	e     *Engine
-	name  string
-	keys  []any // timeouts, owner, limit
-	token string
-	fence int64
-	ttl   time.Duration
+	e       *Engine
+	name    string
+	keys    []any // semKeys
+	token   string
+	fence   int64
+	arrival int64 // the number the queue gave it, 0 if it never queued
+	ttl     time.Duration
 }
 
 // AcquireSemaphore takes one of o.Limit permits of the named semaphore,
@@ -776,13 +1226,27 @@ func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreO
 	if err != nil {
 		return nil, err
 	}
-	timeouts, owner, limit := e.key("sem", name, ""), e.key("sem", name, ":owner"), e.key("sem", name, ":limit")
-	fence, _, err := e.acquire(ctx, "semaphore", name, wait, token, ttl, scriptSemAcquire, scriptSemAbandon,
-		[]string{timeouts, owner, e.key("sem", name, ":counter"), limit, e.key("sem", name, ":void:"+token)}, o.Limit)
+	keys := e.semKeys(name)
+	inbox := e.key("sem", name, ":inbox:"+e.id)
+	g, err := e.acquire(ctx, acquisition{kind: "semaphore", name: name, token: token, ttl: ttl,
+		script: scriptSemAcquire, abandon: scriptSemAbandon, inbox: inbox, extra: []any{o.Limit},
+		keys: append(keys[:6:6], inbox, e.key("sem", name, ":void:"+token))}, wait)
 	if err != nil {
 		return nil, err
 	}
-	return &Permit{e: e, name: name, keys: []any{timeouts, owner, limit}, token: token, fence: fence, ttl: ttl}, nil
+	args := make([]any, len(keys))
+	for i, k := range keys {
+		args[i] = k
+	}
+	return &Permit{e: e, name: name, keys: args, token: token, fence: g.fence, arrival: g.arrival, ttl: ttl}, nil
+}
+
+// semKeys are the keys every semaphore script starts with: the permits'
+// deadlines (timeouts), their counters (owner), the counter, the stored
+// limit, the queue and its waiters.
+func (e *Engine) semKeys(name string) []string {
+	return []string{e.key("sem", name, ""), e.key("sem", name, ":owner"), e.key("sem", name, ":counter"),
+		e.key("sem", name, ":limit"), e.key("sem", name, ":queue"), e.key("sem", name, ":waiters")}
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
@@ -791,8 +1255,8 @@ func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error)
 	if err := e.check("semaphore", name); err != nil {
 		return 0, err
 	}
-	n, err := e.evalInt64(ctx, scriptSemHolders, "semaphore", name,
-		e.key("sem", name, ""), e.key("sem", name, ":owner"), e.key("sem", name, ":limit"))
+	keys := e.semKeys(name)
+	n, err := e.evalInt64(ctx, scriptSemHolders, "semaphore", name, keys[0], keys[1], keys[2], keys[3], keys[4], keys[5])
 	return int(n), err
 }
 
@@ -806,7 +1270,7 @@ func (p *Permit) Release(ctx context.Context) error {
 	}
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
-	return p.run(ctx, scriptSemRelease, p.token)
+	return p.run(ctx, scriptSemRelease, false, p.token)
 }
 
 // Refresh restarts the permit's timeout (its TTL from now). It returns an
@@ -816,7 +1280,7 @@ func (p *Permit) Refresh(ctx context.Context) error {
 	if p == nil {
 		return errNilPermit
 	}
-	return p.run(ctx, scriptSemRefresh, p.token, p.ttl.Milliseconds())
+	return p.run(ctx, scriptSemRefresh, true, p.token, p.ttl.Milliseconds())
 }
 
 // TTL returns the time left before the permit times out, as the server
@@ -866,13 +1330,21 @@ func (p *Permit) notHeld() error {
 }
 
 // run runs a script on the permit's keys that replies 1 if it was held.
-func (p *Permit) run(ctx context.Context, s *redis.Script, args ...any) error {
-	n, err := p.e.evalInt64(ctx, s, "semaphore", p.name, append(p.keys[:3:3], args...)...)
-	if err != nil {
-		return err
+// With ack (Refresh) it waits for replicas as WithReplicaAck asks; too few
+// acknowledgements leave the refresh in place and return ErrNotReplicated.
+func (p *Permit) run(ctx context.Context, s *redis.Script, ack bool, args ...any) error {
+	args = append(p.keys[:6:6], args...)
+	eval := p.e.eval
+	if ack {
+		eval = p.e.evalAckReply
 	}
-	if n != 1 {
+	reply, err := eval(ctx, s, "semaphore", p.name, args...)
+	n, _ := redis.Int64(reply, nil) // the script's answer, with ErrNotReplicated too
+	switch {
+	case n != 1 && (err == nil || errors.Is(err, ErrNotReplicated)):
 		return p.notHeld()
+	case err != nil:
+		return err
 	}
 	return nil
 }

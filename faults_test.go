@@ -287,7 +287,7 @@ func TestAdmissionUnderFaults(t *testing.T) {
 			ttl = 250 * time.Millisecond // miniredis's Lua, under -race, is slow enough to time out 50 ms permits
 		}
 		secs, granted, errs := admission(t, s, checkerScale(s), 4, 2*time.Millisecond, func(_ redis.Conn, e *Engine, sem string) (func() (bool, error), error) {
-			p, err := e.AcquireSemaphore(context.Background(), sem, SemaphoreOptions{Limit: limit, TTL: ttl})
+			p, err := e.AcquireSemaphore(context.Background(), sem, SemaphoreOptions{Limit: limit, TTL: ttl, Wait: 200 * time.Millisecond})
 			if errors.Is(err, ErrNotAcquired) {
 				return nil, nil
 			}
@@ -625,6 +625,7 @@ func TestClientClockOnlyPaces(t *testing.T) {
 		"watch":          "renewal pacing and giving up once the lease must have run out",
 		"ctxErr":         "whether ctx's deadline has passed",
 		"releaseContext": "how long an Unlock or Release may take",
+		"timeout":        "a call's read timeout, up to ctx's deadline",
 	}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "engine.go", nil, 0)

@@ -16,6 +16,8 @@ end
 if tonumber(redis.call('HGET', KEYS[1], 'seq')) >= tonumber(ARGV[3]) then
   return 2
 end
-redis.call('HSET', KEYS[1], 'seq', ARGV[3])
+-- PEXPIRE first: it is not refused at maxmemory, and once a script has
+-- written Redis lets it finish, so a holder can renew under noeviction.
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('HSET', KEYS[1], 'seq', ARGV[3])
 return 1

@@ -1,55 +1,62 @@
 -- semaphore_acquire: the book's fair semaphore (listing 6.14), whole, in one
--- script: purge timed-out permits, rank by a shared counter, admit if the
--- rank is below the limit.
+-- script: purge timed-out permits, rank by a shared counter, admit if a
+-- slot is free and no live waiter is queued ahead; otherwise, in wait mode,
+-- queue (or renew the caller's entry). A waiter handed a permit picks it
+-- up here.
 -- KEYS[1] timeouts (zset id -> deadline ms), KEYS[2] owner (zset id ->
 -- counter), KEYS[3] counter, KEYS[4] the limit its holders share, KEYS[5]
--- this token's void mark
--- ARGV[1] id (the permit's token), ARGV[2] limit, ARGV[3] TTL in ms
--- reply: {1, counter} if admitted; {0, ms until the first permit times out}
--- if full; {0, -2} if the caller abandoned this token; {-1, stored limit}
--- if live permits were granted under another limit (nothing written).
+-- queue, KEYS[6] waiters, KEYS[7] this engine's inbox, KEYS[8] this token's
+-- void mark
+-- ARGV[1] id (the permit's token), ARGV[2] limit, ARGV[3] mode: 0 one try,
+-- 1 wait, ARGV[4] queue entry lifetime in ms, ARGV[5] TTL in ms
+-- reply: {1, counter} if the caller holds a permit now, for its full TTL;
+-- {0, ms until the first permit times out, rank in the queue (-1: not
+-- queued), arrival number} if not; {0, -2} if the caller abandoned this
+-- token; {-1, stored limit} if live permits or waiters were granted or
+-- queued under another limit (nothing written).
 --
 -- The book's version needs a lock because its INCR, ZADDs and ZRANK are
 -- separate round trips: two clients can both rank below the limit (seed
 -- 001). Here nothing runs between them. The clock is the server's, and a
--- permit's score is its deadline, so permits may have different TTLs.
---
--- The new id would get the highest counter, so its rank in the owner set is
--- the set's size: the book's "add, ZRANK, remove if too high" is decided
--- before writing, and a refused attempt writes nothing but the purge.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local counter = redis.call('GET', KEYS[3])
-if counter and not string.match(counter, '^%d+$') then
-  return redis.error_reply('ERR atomicredis: semaphore counter key does not hold a counter')
-end
-redis.call('ZCARD', KEYS[2]) -- type check before the first write
-local stored = redis.call('GET', KEYS[4])
-if stored and not string.match(stored, '^%d+$') then
-  return redis.error_reply('ERR atomicredis: semaphore limit key does not hold a number')
-end
+-- permit's score is its deadline, so permits may have different TTLs. The
+-- newcomer would get the highest counter, so its rank is the owner set's
+-- size: decided before writing.
+local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
+local stored, err = sem_check(k)
+if err then return err end
+local now, token, ttl = now_ms(), ARGV[1], tonumber(ARGV[5])
 
--- The limit goes with the last live permit: while one lives, it binds.
-if stored and stored ~= ARGV[2] and redis.call('ZCOUNT', KEYS[1], '(' .. now, '+inf') > 0 then
+local deadline = redis.call('ZSCORE', k.timeouts, token)
+if deadline and tonumber(deadline) > now then -- handed over while queued
+  redis.call('ZADD', k.timeouts, now + ttl, token)
+  return {1, tonumber(redis.call('ZSCORE', k.owner, token))}
+end
+if stored and stored ~= ARGV[2] and (redis.call('ZCOUNT', k.timeouts, '(' .. now, '+inf') > 0 or q_live(k.w, now)) then
   return {-1, tonumber(stored)}
 end
-
--- Drop timed-out permits, then the same ids from the owner set
--- (ZINTERSTORE with weights 1, 0 keeps the owner set's counters).
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-if redis.call('ZCARD', KEYS[1]) ~= redis.call('ZCARD', KEYS[2]) then
-  redis.call('ZINTERSTORE', KEYS[2], 2, KEYS[2], KEYS[1], 'WEIGHTS', 1, 0)
-end
-
-if redis.call('EXISTS', KEYS[5]) == 1 then
+if redis.call('EXISTS', KEYS[8]) == 1 then
   return {0, -2}
 end
-if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[2]) then
-  local first = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
-  return {0, tonumber(first[2]) - now}
+
+local limit = tonumber(ARGV[2])
+sem_purge(k, now)
+local c = sem_admit(k, limit, now, token) -- waiters first, in order
+if not c and redis.call('ZCARD', k.owner) < limit then
+  c = redis.call('INCR', k.counter) -- a free slot and nobody queued
+  redis.call('ZADD', k.owner, c, token)
 end
-local c = redis.call('INCR', KEYS[3])
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[3]), ARGV[1])
-redis.call('ZADD', KEYS[2], c, ARGV[1])
-redis.call('SET', KEYS[4], ARGV[2])
-return {1, c}
+if redis.call('ZCARD', k.owner) > 0 then
+  redis.call('SET', k.limit, ARGV[2])
+end
+if c then
+  redis.call('ZADD', k.timeouts, now + ttl, token)
+  return {1, c}
+end
+
+local first = redis.call('ZRANGE', k.timeouts, 0, 0, 'WITHSCORES')
+local hint = tonumber(first[2]) - now
+if ARGV[3] == '0' then
+  return {0, hint, -1, 0}
+end
+local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[4]), KEYS[7])
+return {0, hint, rank, arrival}

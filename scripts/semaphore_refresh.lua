@@ -1,22 +1,24 @@
 -- semaphore_refresh: move a live permit's deadline to now + TTL.
--- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] limit
+-- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
+-- queue, KEYS[6] waiters
 -- ARGV[1] id, ARGV[2] TTL in ms
 -- reply: 1 if refreshed; 0 if it had timed out or was gone.
 --
 -- Unlike the book's refresh_fair_semaphore, which ZADDs first and so brings
 -- a timed-out permit back, a permit past its deadline is never revived: its
--- remnants are removed and the caller told.
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local rank = redis.call('ZSCORE', KEYS[2], ARGV[1])
+-- remnants are removed, its slot goes to a waiter, and the caller is told.
+local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
+local _, err = sem_check(k)
+if err then return err end
+local now = now_ms()
+local deadline = redis.call('ZSCORE', k.timeouts, ARGV[1])
+local rank = redis.call('ZSCORE', k.owner, ARGV[1])
 if deadline and rank and tonumber(deadline) > now then
-  redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('ZADD', k.timeouts, now + tonumber(ARGV[2]), ARGV[1])
   return 1
 end
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('ZCARD', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[3]) -- the limit goes with the last holder
-end
+redis.call('ZREM', k.timeouts, ARGV[1])
+redis.call('ZREM', k.owner, ARGV[1])
+sem_purge(k, now)
+sem_settle(k, now)
 return 0

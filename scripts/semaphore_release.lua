@@ -1,17 +1,19 @@
--- semaphore_release: give a permit back.
--- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] limit
+-- semaphore_release: give a permit back, and its slot to the first live
+-- waiter, whom it wakes.
+-- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
+-- queue, KEYS[6] waiters
 -- ARGV[1] id
 -- reply: 1 if the permit was held, 0 if it had timed out or was gone (any
 -- remnant is removed either way).
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local deadline = redis.call('ZSCORE', KEYS[1], ARGV[1])
-redis.call('ZCARD', KEYS[2]) -- type check before the first write
-redis.call('ZREM', KEYS[1], ARGV[1])
-redis.call('ZREM', KEYS[2], ARGV[1])
-if redis.call('ZCARD', KEYS[1]) == 0 then
-  redis.call('DEL', KEYS[3]) -- the limit goes with the last holder
-end
+local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
+local _, err = sem_check(k)
+if err then return err end
+local now = now_ms()
+local deadline = redis.call('ZSCORE', k.timeouts, ARGV[1])
+redis.call('ZREM', k.timeouts, ARGV[1])
+redis.call('ZREM', k.owner, ARGV[1])
+sem_purge(k, now)
+sem_settle(k, now)
 if deadline and tonumber(deadline) > now then
   return 1
 end

@@ -1,0 +1,422 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// Waiting by handoff (DESIGN.md, "Version 2 — Waiting"): a queue on the
+// server in arrival order, the release script handing over and waking the
+// next live waiter. Time bounds are generous multiples of the queue TTL,
+// shortened here through the unexported knob.
+
+const testQueueTTL = 150 * time.Millisecond
+
+func (s *server) waitEngine() *Engine {
+	e := s.engine()
+	e.queueTTL = testQueueTTL
+	return e
+}
+
+// queued is how many waiters the server shows in an object's queue.
+func (s *server) queued(t testing.TB, key string) int {
+	t.Helper()
+	n, err := redis.Int(s.do("ZCARD", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// waitQueued waits (generously) until the server shows n waiters queued.
+func (s *server) waitQueued(t testing.TB, key string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for s.queued(t, key) != n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d queued, want %d", key, s.queued(t, key), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Waiters get the lock in the order they queued: each is started only once
+// the server shows the one before it queued.
+func TestHandoffFIFO(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx := ctxT(t)
+		for _, kind := range []string{"lock", "semaphore"} {
+			t.Run(kind, func(t *testing.T) {
+				e := s.waitEngine()
+				take := func(wait time.Duration) (func() error, error) {
+					if kind == "lock" {
+						l, err := e.Lock(ctx, "fifo", LockOptions{TTL: time.Minute, Wait: wait})
+						if err != nil {
+							return nil, err
+						}
+						return func() error { return l.Unlock(ctx) }, nil
+					}
+					p, err := e.AcquireSemaphore(ctx, "fifo", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: wait})
+					if err != nil {
+						return nil, err
+					}
+					return func() error { return p.Release(ctx) }, nil
+				}
+				queue := s.ns + map[string]string{"lock": "lock", "semaphore": "sem"}[kind] + ":{fifo}:queue"
+				release, err := take(time.Minute)
+				if err != nil {
+					t.Fatal(err)
+				}
+				const n = 8
+				var mu sync.Mutex
+				var order []int
+				var wg sync.WaitGroup
+				for i := 0; i < n; i++ {
+					wg.Add(1)
+					go func(i int) {
+						defer wg.Done()
+						rel, err := take(time.Minute)
+						if err != nil {
+							t.Error(err)
+							return
+						}
+						mu.Lock()
+						order = append(order, i)
+						mu.Unlock()
+						if err := rel(); err != nil {
+							t.Error(err)
+						}
+					}(i)
+					s.waitQueued(t, queue, i+1)
+				}
+				if err := release(); err != nil {
+					t.Fatal(err)
+				}
+				wg.Wait()
+				t.Logf("%s: granted in order %v", kind, order)
+				for i, w := range order {
+					if i != w {
+						t.Fatalf("granted in order %v, want arrival order", order)
+					}
+				}
+				if err := e.Close(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if n := s.queued(t, queue); n != 0 {
+					t.Errorf("%d entries left in the queue", n)
+				}
+			})
+		}
+	})
+}
+
+// TryLock and a one-shot AcquireSemaphore never jump a queue of live
+// waiters, not even while the object is free between a crash and the
+// head's pickup.
+func TestNoQueueJumping(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.waitEngine()
+		if _, err := e.TryLock(ctx, "nj", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := e.Lock(ctx, "nj", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+		s.waitQueued(t, s.ns+"lock:{nj}:queue", 1)
+		s.must(t, "DEL", s.ns+"lock:{nj}") // the holder's lease is gone
+		_, err := e.TryLock(ctx, "nj", LockOptions{})
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("TryLock on a free lock with a waiter queued: %v, want ErrNotAcquired", err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("the queued waiter: %v", err)
+		}
+
+		if _, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1, TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		go func() {
+			p, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: 10 * time.Second})
+			if err == nil {
+				err = p.Release(ctx)
+			}
+			got <- err
+		}()
+		s.waitQueued(t, s.ns+"sem:{nj}:queue", 1)
+		if _, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("one-shot AcquireSemaphore with a waiter queued: %v, want ErrNotAcquired", err)
+		}
+		s.must(t, "DEL", s.ns+"sem:{nj}", s.ns+"sem:{nj}:owner") // the permit is gone
+		if _, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("one-shot AcquireSemaphore on a free slot with a waiter queued: %v, want ErrNotAcquired", err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("the queued semaphore waiter: %v", err)
+		}
+	})
+}
+
+// A holder that crashes (never unlocks): the head of the queue takes the
+// lock when the lease ends, told when by the server.
+func TestHandoffAfterCrashedHolder(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.waitEngine()
+		if _, err := e.TryLock(ctx, "crash", LockOptions{TTL: 300 * time.Millisecond}); err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		l, err := e.Lock(ctx, "crash", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		took := time.Since(start)
+		t.Logf("the waiter took the lock %v after queueing behind a 300ms lease", took)
+		if took > 300*time.Millisecond+3*testQueueTTL+time.Second {
+			t.Errorf("the waiter needed %v", took)
+		}
+		if ttl, err := l.TTL(ctx); err != nil || ttl < 50*time.Second {
+			t.Errorf("the new holder's lease %v, %v: want its own minute", ttl, err)
+		}
+	})
+}
+
+// A waiter that dies while queued (its entry is never renewed): the next
+// waiter is delayed by at most the dead entry's lifetime, not by a lease.
+func TestDeadWaiterSkipped(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.waitEngine()
+		holder, err := e.TryLock(ctx, "dw", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A waiter that queues and then dies: its one call, and no renewal.
+		dead := "dead-waiter"
+		k := func(suffix string) any { return s.ns + "lock:{dw}" + suffix }
+		if _, err := redis.Int64s(scriptLockAcquire.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":inbox:dead"), k(":void:"+dead),
+			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds())); err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan time.Duration, 1)
+		go func() {
+			l, err := e.Lock(ctx, "dw", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+			if err != nil {
+				t.Error(err)
+			}
+			l.Unlock(ctx)
+			got <- 0
+		}()
+		s.waitQueued(t, s.ns+"lock:{dw}:queue", 2)
+		start := time.Now()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		<-got
+		took := time.Since(start)
+		t.Logf("behind a dead waiter, the live one took the lock %v after the release (queue TTL %v)", took, testQueueTTL)
+		if took > 3*testQueueTTL+time.Second {
+			t.Errorf("the live waiter needed %v behind a dead one", took)
+		}
+	})
+}
+
+// A waiter cut off by its context leaves nothing behind: no queue entry, no
+// wake-up in the inbox, nothing held, also when the cancel races the
+// handoff.
+func TestCancelledWaiterLeavesNothing(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx := ctxT(t)
+		handed := 0
+		for i := 0; i < 30; i++ {
+			e := s.waitEngine() // closed each round: its undos have run
+			holder, err := e.TryLock(ctx, "cw", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("round %d: %v", i, err)
+			}
+			wctx, cancel := context.WithCancel(ctx)
+			got := make(chan *Lock, 1)
+			go func() {
+				l, _ := e.Lock(wctx, "cw", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+				got <- l
+			}()
+			s.waitQueued(t, s.ns+"lock:{cw}:queue", 1)
+			time.AfterFunc(time.Duration(i%10)*100*time.Microsecond, cancel)
+			holder.Unlock(ctx)
+			if l := <-got; l != nil {
+				handed++
+				l.Unlock(ctx)
+			}
+			cancel()
+			if err := e.Close(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		t.Logf("30 cancels racing a handoff; %d waiters got the lock first", handed)
+		for _, key := range s.keys(t) {
+			switch {
+			case key == s.ns+"lock:{cw}:fence":
+			case len(key) > len(s.ns+"lock:{cw}:void:") && key[:len(s.ns+"lock:{cw}:void:")] == s.ns+"lock:{cw}:void:":
+			default:
+				t.Errorf("left behind: %s", key)
+			}
+		}
+	})
+}
+
+// A bounded pool (MaxActive 4, Wait) with 16 goroutines contending on 8
+// names: the waiters must not take every connection and starve the
+// holders' Unlock and watchdogs.
+func TestBoundedPoolNoDeadlock(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		pool := &redis.Pool{MaxActive: 4, MaxIdle: 4, Wait: true,
+			Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		t.Cleanup(func() { pool.Close() })
+		e := New(pool, WithNamespace(s.ns))
+		e.queueTTL = testQueueTTL
+		ctx := ctxT(t)
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		start := time.Now()
+		for g := 0; g < 16; g++ {
+			wg.Add(1)
+			go func(g int) {
+				defer wg.Done()
+				for i := 0; i < 10; i++ {
+					l, err := e.Lock(ctx, fmt.Sprintf("bp%d", g%8), LockOptions{TTL: 5 * time.Second, Wait: 30 * time.Second, Watchdog: true})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					time.Sleep(time.Millisecond)
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+					done.Add(1)
+				}
+			}(g)
+		}
+		wg.Wait()
+		took := time.Since(start)
+		t.Logf("160 lock cycles on 8 names through a pool of 4 connections in %v", took)
+		if done.Load() != 160 {
+			t.Errorf("%d of 160 cycles", done.Load())
+		}
+		if took > 20*time.Second {
+			t.Errorf("160 cycles took %v: waiters are starving holders of connections", took)
+		}
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// freeWithWaiters reads, in one script, whether the lock is free while a
+// live waiter is queued, and the server's time.
+var freeWithWaiters = redis.NewScript(2, `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local free = 0
+if not redis.call('HGET', KEYS[1], 'token') then
+  for _, e in ipairs(redis.call('HVALS', KEYS[2])) do
+    if tonumber(string.sub(e, 1, string.find(e, ' ', 1, true) - 1)) > now then free = 1 end
+  end
+end
+return {free, now}`)
+
+// No lost wake-up: through a proxy that delays and cuts connections, with
+// holders that sometimes crash (their lease runs out), the lock is never
+// free with a live waiter queued for longer than a few queue periods: a
+// handoff happens inside the release script, and an expiry is seen by the
+// head of the queue when the server said it would come.
+func TestNoLostWakeup(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 10 * time.Millisecond})
+		pool := newPool(t, proxy.addr())
+		e := New(pool, WithNamespace(s.ns))
+		e.queueTTL = testQueueTTL
+		stopChaos := proxy.chaos()
+		ctx := ctxT(t)
+		rounds := 40
+		if testing.Short() {
+			rounds = 15
+		}
+		var acquired, crashed, errs atomic.Int64
+		var wg sync.WaitGroup
+		for g := 0; g < 12; g++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < rounds; i++ {
+					l, err := e.Lock(ctx, "lw", LockOptions{TTL: 100 * time.Millisecond, Wait: 5 * time.Second})
+					if err != nil {
+						errs.Add(1)
+						continue
+					}
+					acquired.Add(1)
+					time.Sleep(time.Millisecond)
+					if i%20 == 7 {
+						crashed.Add(1) // walk away: the lease runs out
+						continue
+					}
+					l.Unlock(ctx)
+				}
+			}()
+		}
+		var longest, total time.Duration
+		var samples int
+		done := make(chan struct{})
+		go func() { wg.Wait(); close(done) }()
+		var since int64 = -1
+	watch:
+		for {
+			select {
+			case <-done:
+				break watch
+			default:
+			}
+			v, err := redis.Int64s(freeWithWaiters.Do(s.pool.Get(), s.ns+"lock:{lw}", s.ns+"lock:{lw}:waiters"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			samples++
+			switch {
+			case v[0] == 1 && since < 0:
+				since = v[1]
+			case v[0] == 0 && since >= 0:
+				d := time.Duration(v[1]-since) * time.Millisecond
+				total += d
+				longest = max(longest, d)
+				since = -1
+			}
+			time.Sleep(time.Millisecond)
+		}
+		stopChaos()
+		t.Logf("%s: %d acquisitions, %d holders walked away, %d errors, %d cuts; free with live waiters queued: longest %v, %v in all (%d samples)",
+			s.name, acquired.Load(), crashed.Load(), errs.Load(), proxy.cuts.Load(), longest, total, samples)
+		if longest > 3*testQueueTTL {
+			t.Errorf("the lock stayed free for %v with live waiters queued (queue TTL %v): a wake-up was lost", longest, testQueueTTL)
+		}
+		if crashed.Load() == 0 || acquired.Load() < int64(12*rounds/2) {
+			t.Errorf("%d acquisitions, %d crashes: the test did not exercise what it checks", acquired.Load(), crashed.Load())
+		}
+	})
+}

@@ -12,13 +12,17 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"sort"
+	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
+	"github.com/mna/redisc"
 )
 
 // connLog records what fake cluster connections were asked to do.
@@ -374,5 +378,576 @@ func TestReplicaAck(t *testing.T) {
 	}
 	if _, err := one.TryLock(ctx, "lonely", LockOptions{}); !errors.Is(err, ErrNotReplicated) {
 		t.Errorf("TryLock without a replica: %v, want ErrNotReplicated", err)
+	}
+}
+
+// ---------------------------------------------------------------------------
+// A real multi-node cluster: REDIS_CLUSTER_ADDRS (.ci/run starts 3 primaries
+// and 3 replicas), or a private one a test starts for itself.
+
+// clusterSeeds is REDIS_CLUSTER_ADDRS, split at commas.
+func clusterSeeds() []string {
+	var seeds []string
+	for _, a := range strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			seeds = append(seeds, a)
+		}
+	}
+	return seeds
+}
+
+// newRedisc returns a redisc cluster client on seeds, its slot map loaded,
+// closed when the test ends.
+func newRedisc(t testing.TB, seeds []string) *redisc.Cluster {
+	t.Helper()
+	c := &redisc.Cluster{
+		StartupNodes: seeds,
+		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(time.Second)},
+		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
+			return &redis.Pool{
+				MaxIdle:     64,
+				IdleTimeout: time.Minute,
+				Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", addr, opts...) },
+			}, nil
+		},
+	}
+	if err := c.Refresh(); err != nil {
+		t.Fatalf("cluster at %v: %v", seeds, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// rediscPool is the README's wrapper: a *redisc.Cluster as a Pool.
+type rediscPool struct{ *redisc.Cluster }
+
+func (p rediscPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return p.Get(), nil
+}
+
+// adminConn carries a test's own commands to a cluster, as one connection
+// to one node would: it binds to the node serving the first key it is
+// given (an EVALSHA's or EVAL's first key, else the first argument), holding
+// back keyless commands sent before it (MULTI) until then, so that WATCH,
+// MULTI/EXEC and pipelines work on one slot. Commands about a whole server
+// (KEYS, SCRIPT, CONFIG, FLUSHALL, DBSIZE) and multi-key DEL, UNLINK and
+// EXISTS, sent before it binds, run on every primary or key by key, their
+// replies merged. The pool closes it after each use (MaxIdle 0), so every
+// s.do starts unbound.
+type adminConn struct {
+	cluster *redisc.Cluster
+	conn    redis.Conn // a *redisc.Conn
+	bound   bool
+	held    [][]any // keyless commands sent before binding: name, args...
+}
+
+// keyless are commands that name no key; they go wherever the connection is
+// bound.
+var keyless = map[string]bool{"MULTI": true, "EXEC": true, "DISCARD": true, "UNWATCH": true, "PING": true, "ECHO": true,
+	"TIME": true, "INFO": true, "CLIENT": true, "CLUSTER": true, "DEBUG": true, "ROLE": true, "WAIT": true}
+
+// perNode are commands adminConn runs on every primary when unbound.
+var perNode = map[string]bool{"KEYS": true, "SCRIPT": true, "CONFIG": true, "FLUSHALL": true, "DBSIZE": true}
+
+// perKey are multi-key commands adminConn splits by key when unbound,
+// summing the integer replies.
+var perKey = map[string]bool{"DEL": true, "UNLINK": true, "EXISTS": true}
+
+func routingKey(cmd string, args []any) (string, bool) {
+	switch {
+	case keyless[cmd] || len(args) == 0:
+		return "", false
+	case cmd == "EVALSHA" || cmd == "EVAL":
+		if n, _ := strconv.Atoi(argString(args[1])); n > 0 && len(args) > 2 {
+			return argString(args[2]), true
+		}
+		return "", false
+	case (cmd == "BITOP" || cmd == "MEMORY" || cmd == "OBJECT") && len(args) > 1:
+		return argString(args[1]), true
+	}
+	return argString(args[0]), true
+}
+
+func argString(v any) string {
+	if b, ok := v.([]byte); ok {
+		return string(b)
+	}
+	return fmt.Sprint(v)
+}
+
+func (a *adminConn) bind(key string, ok bool) error {
+	if a.bound {
+		return nil
+	}
+	a.bound = true
+	var err error
+	if ok {
+		err = redisc.BindConn(a.conn, key)
+	} else {
+		err = redisc.BindConn(a.conn) // any node
+	}
+	if err != nil {
+		return err
+	}
+	for _, h := range a.held {
+		if err := a.conn.Send(h[0].(string), h[1:]...); err != nil {
+			return err
+		}
+	}
+	a.held = nil
+	return nil
+}
+
+func (a *adminConn) Do(cmd string, args ...any) (any, error) {
+	up := strings.ToUpper(cmd)
+	if cmd == "" && !a.bound && len(a.held) == 0 {
+		return nil, nil
+	}
+	if !a.bound && len(a.held) == 0 {
+		switch {
+		case perNode[up]:
+			return onEveryPrimary(a.cluster, up, args...)
+		case perKey[up] && len(args) > 1:
+			var sum int64
+			for _, k := range args {
+				n, err := redis.Int64(onKey(a.cluster, up, k))
+				if err != nil {
+					return nil, err
+				}
+				sum += n
+			}
+			return sum, nil
+		}
+	}
+	if err := a.bind(routingKey(up, args)); err != nil {
+		return nil, err
+	}
+	return a.conn.Do(cmd, args...)
+}
+
+func (a *adminConn) Send(cmd string, args ...any) error {
+	up := strings.ToUpper(cmd)
+	if !a.bound {
+		key, ok := routingKey(up, args)
+		if !ok {
+			a.held = append(a.held, append([]any{cmd}, args...))
+			return nil
+		}
+		if err := a.bind(key, true); err != nil {
+			return err
+		}
+	}
+	return a.conn.Send(cmd, args...)
+}
+
+func (a *adminConn) Flush() error {
+	if err := a.bind("", false); err != nil {
+		return err
+	}
+	return a.conn.Flush()
+}
+
+func (a *adminConn) Receive() (any, error) {
+	if err := a.bind("", false); err != nil {
+		return nil, err
+	}
+	return a.conn.Receive()
+}
+
+// The engine may be given s.pool itself: a *redis.Pool then asks for these.
+func (a *adminConn) DoContext(_ context.Context, cmd string, args ...any) (any, error) {
+	return a.Do(cmd, args...)
+}
+func (a *adminConn) ReceiveContext(context.Context) (any, error) { return a.Receive() }
+func (a *adminConn) DoWithTimeout(_ time.Duration, cmd string, args ...any) (any, error) {
+	return a.Do(cmd, args...)
+}
+func (a *adminConn) ReceiveWithTimeout(time.Duration) (any, error) { return a.Receive() }
+
+func (a *adminConn) Err() error   { return a.conn.Err() }
+func (a *adminConn) Close() error { return a.conn.Close() }
+
+// onKey runs one command on the node serving key.
+func onKey(c *redisc.Cluster, cmd string, key any, args ...any) (any, error) {
+	conn := c.Get()
+	defer conn.Close()
+	if err := redisc.BindConn(conn, argString(key)); err != nil {
+		return nil, err
+	}
+	return conn.Do(cmd, append([]any{key}, args...)...)
+}
+
+// onEveryPrimary runs a command on each primary: KEYS replies are joined,
+// SCRIPT EXISTS replies or-ed (loaded somewhere), others are the last one.
+func onEveryPrimary(c *redisc.Cluster, cmd string, args ...any) (any, error) {
+	primaries, err := clusterPrimaries(c)
+	if err != nil {
+		return nil, err
+	}
+	var joined []any
+	var last any
+	for _, addr := range primaries {
+		conn, err := redis.Dial("tcp", addr, redis.DialConnectTimeout(time.Second))
+		if err != nil {
+			return nil, err
+		}
+		v, err := conn.Do(cmd, args...)
+		conn.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%s on %s: %w", cmd, addr, err)
+		}
+		switch vs, _ := v.([]any); {
+		case cmd == "KEYS":
+			joined = append(joined, vs...)
+		case cmd == "SCRIPT" && len(args) > 0 && strings.EqualFold(fmt.Sprint(args[0]), "EXISTS"):
+			if joined == nil {
+				joined = vs
+			}
+			for i := range vs {
+				if n, _ := redis.Int(vs[i], nil); n == 1 && i < len(joined) {
+					joined[i] = int64(1)
+				}
+			}
+		}
+		last = v
+	}
+	if joined != nil || cmd == "KEYS" {
+		return joined, nil
+	}
+	return last, nil
+}
+
+// clusterPrimaries lists the addresses of the primaries that serve slots,
+// as a node reachable through c says.
+func clusterPrimaries(c *redisc.Cluster) ([]string, error) {
+	owners, err := slotOwners(c)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var out []string
+	for _, o := range owners {
+		if o != "" && !seen[o] {
+			seen[o] = true
+			out = append(out, o)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// slotOwners maps every slot to the address of the primary serving it
+// ("" if none), from CLUSTER SLOTS.
+func slotOwners(c *redisc.Cluster) ([]string, error) {
+	conn := c.Get()
+	defer conn.Close()
+	if err := redisc.BindConn(conn); err != nil { // any node
+		return nil, err
+	}
+	ranges, err := redis.Values(conn.Do("CLUSTER", "SLOTS"))
+	if err != nil {
+		return nil, err
+	}
+	owners := make([]string, 16384)
+	for _, r := range ranges {
+		v, err := redis.Values(r, nil)
+		if err != nil || len(v) < 3 {
+			return nil, fmt.Errorf("CLUSTER SLOTS: %v", r)
+		}
+		from, _ := redis.Int(v[0], nil)
+		to, _ := redis.Int(v[1], nil)
+		node, _ := redis.Values(v[2], nil)
+		host, _ := redis.String(node[0], nil)
+		port, _ := redis.Int(node[1], nil)
+		for s := from; s <= to; s++ {
+			owners[s] = net.JoinHostPort(host, fmt.Sprint(port))
+		}
+	}
+	return owners, nil
+}
+
+// newClusterServer is a server on the cluster at seeds: the engines it
+// makes take redisc connections, bound per call; its own commands go
+// through adminConn.
+func newClusterServer(t testing.TB, seeds []string) *server {
+	t.Helper()
+	rc := newRedisc(t, seeds)
+	admin := &redis.Pool{Dial: func() (redis.Conn, error) { return &adminConn{cluster: rc, conn: rc.Get()}, nil }}
+	t.Cleanup(func() { admin.Close() })
+	s := &server{name: "redis-cluster", pool: admin, cluster: rediscPool{rc}, ns: testNamespace()}
+	if info, err := redis.String(s.do("CLUSTER", "INFO")); err != nil || !strings.Contains(info, "cluster_state:ok") {
+		t.Fatalf("cluster at %v: not ok: %v %s", seeds, err, info)
+	}
+	t.Cleanup(func() {
+		for _, k := range s.keys(t) {
+			s.do("DEL", k)
+		}
+	})
+	return s
+}
+
+// clusterServer is the shared cluster's server (REDIS_CLUSTER_ADDRS), or a
+// skip saying why not: the variable is unset, or the test is one that
+// cannot run on a multi-node cluster (notOnCluster).
+func clusterServer(t *testing.T) *server {
+	t.Helper()
+	seeds := clusterSeeds()
+	if len(seeds) == 0 {
+		t.Skip("REDIS_CLUSTER_ADDRS not set: multi-node cluster run skipped")
+	}
+	top, _, _ := strings.Cut(t.Name(), "/")
+	if why, ok := notOnCluster[top]; ok {
+		t.Skip("not on a multi-node cluster: " + why)
+	}
+	return newClusterServer(t, seeds)
+}
+
+// notOnCluster are the behavioural tests that cannot run on a multi-node
+// cluster, and why. The cluster's own faults are TestFailoverKill and
+// TestFailoverStall.
+var notOnCluster = map[string]string{
+	"TestMutualExclusionUnderFaults":  proxied,
+	"TestAdmissionUnderFaults":        proxied,
+	"TestRWUnderFaults":               proxied,
+	"TestExtendBeatsLateRenewal":      proxied,
+	"TestEngineClose":                 proxied,
+	"TestNoLostWakeup":                proxied,
+	"TestBookFairSemaphoreOverAdmits": proxied,
+	"TestBookLockCutBeforeExpire":     proxied,
+	"TestBookRefreshRevives":          proxied,
+	"TestBoundedPoolNoDeadlock":       ownPool,
+	"TestRWDeadReader":                ownPool,
+}
+
+const (
+	proxied = "its fault proxy fronts one server address"
+	ownPool = "it dials its own pool to one server address"
+)
+
+// nodeKeys lists the keys matching pattern on each primary, by address.
+func nodeKeys(t *testing.T, s *server, pattern string) map[string][]string {
+	t.Helper()
+	primaries, err := clusterPrimaries(s.cluster.(rediscPool).Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, addr := range primaries {
+		c, err := redis.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ks, err := redis.Strings(c.Do("KEYS", pattern))
+		c.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out[addr] = ks
+	}
+	return out
+}
+
+// spreadNames are object names whose slots fall on every primary of a
+// three-primary cluster made by redis-cli --cluster create.
+func spreadNames(n int) []string {
+	names := make([]string, n)
+	for i := range names {
+		names[i] = fmt.Sprint("spread", i)
+	}
+	return names
+}
+
+// Objects of every kind spread over all the primaries, and each of their
+// keys lives on the primary that owns its slot, by CLUSTER KEYSLOT.
+func TestClusterSpread(t *testing.T) {
+	s := clusterServer(t)
+	ctx, e := ctxT(t), s.engine()
+	for _, name := range spreadNames(24) {
+		if _, err := e.TryLock(ctx, name, LockOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.AcquireSemaphore(ctx, name, SemaphoreOptions{Limit: 2}); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AddRecent(ctx, name, "item"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.AddMembers(ctx, name, "a", "b"); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkActive(ctx, name, "p", 7); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owners, err := slotOwners(s.cluster.(rediscPool).Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for addr, ks := range nodeKeys(t, s, s.ns+"*") {
+		if len(ks) == 0 {
+			t.Errorf("primary %s holds none of the objects", addr)
+		}
+		total += len(ks)
+		c, err := redis.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range ks {
+			slot, err := redis.Int(c.Do("CLUSTER", "KEYSLOT", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if owners[slot] != addr {
+				t.Errorf("%s (slot %d) on %s; the slot's owner is %s", k, slot, addr, owners[slot])
+			}
+		}
+		c.Close()
+		t.Logf("primary %s: %d keys", addr, len(ks))
+	}
+	if want := 24 * 5; total < want { // lock, fence, semaphore keys, recent, members, bitmap
+		t.Errorf("%d keys in all, want at least %d", total, want)
+	}
+}
+
+// countingGets counts the connections a pool hands out.
+type countingGets struct {
+	Pool
+	n atomic.Int64
+}
+
+func (p *countingGets) GetContext(ctx context.Context) (redis.Conn, error) {
+	p.n.Add(1)
+	return p.Pool.GetContext(ctx)
+}
+
+// monitorNode collects what MONITOR shows on addr until stop is called.
+func monitorNode(t *testing.T, addr string) (stop func() []string) {
+	t.Helper()
+	c, err := redis.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Do("MONITOR"); err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			v, err := redis.String(c.Receive())
+			if err != nil {
+				return
+			}
+			lines = append(lines, v)
+		}
+	}()
+	return func() []string {
+		c.Close()
+		<-done
+		return lines
+	}
+}
+
+// In steady state one operation on the cluster is one connection and one
+// EVALSHA, on the primary that owns the object's slot: no redirect, no EVAL,
+// nothing else. MONITOR on every primary shows it, filtered to this test's
+// keys (other tests may share the cluster); INFO errorstats counts MOVED.
+func TestClusterOneRoundTrip(t *testing.T) {
+	s := clusterServer(t)
+	ctx := ctxT(t)
+	pool := &countingGets{Pool: s.cluster}
+	e := New(pool, WithNamespace(s.ns))
+	names := spreadNames(30)
+	ops := func() int {
+		n := 0
+		for _, name := range names {
+			l, err := e.TryLock(ctx, name, LockOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.Suggest(ctx, name, "a", 5); err != nil {
+				t.Fatal(err)
+			}
+			if err := e.MarkActive(ctx, name, "p", 3); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := e.CountActive(ctx, name, "p", "q"); err != nil {
+				t.Fatal(err)
+			}
+			n += 5
+		}
+		return n
+	}
+	ops() // loads the scripts on every primary (EVALSHA, NOSCRIPT, EVAL)
+	owners, err := slotOwners(s.cluster.(rediscPool).Cluster)
+	if err != nil {
+		t.Fatal(err)
+	}
+	primaries, _ := clusterPrimaries(s.cluster.(rediscPool).Cluster)
+	moved := func() (n int64) {
+		for _, addr := range primaries {
+			c, err := redis.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			info, _ := redis.String(c.Do("INFO", "errorstats"))
+			c.Close()
+			for _, line := range splitLines(info) {
+				if v, ok := cutPrefix(line, "errorstat_MOVED:count="); ok {
+					var k int64
+					fmt.Sscan(v, &k)
+					n += k
+				}
+			}
+		}
+		return n
+	}
+	stops := map[string]func() []string{}
+	for _, addr := range primaries {
+		stops[addr] = monitorNode(t, addr)
+	}
+	movedBefore := moved()
+	pool.n.Store(0)
+	n := ops()
+	gets := pool.n.Load()
+	movedAfter := moved()
+	time.Sleep(100 * time.Millisecond) // MONITOR lines in flight
+	evalsha, other := 0, 0
+	for addr, stop := range stops {
+		here := 0
+		for _, line := range stop() {
+			if !strings.Contains(line, `"`+s.ns) || strings.Contains(line, " lua] ") {
+				continue // another test's, or run by a script
+			}
+			f := strings.Split(line, `"`) // ts [db addr] "CMD" "arg1" "arg2" ...
+			if len(f) < 2 || f[1] != "EVALSHA" {
+				other++
+				t.Errorf("on %s: %s", addr, line)
+				continue
+			}
+			evalsha++
+			here++
+			key := f[7] // "EVALSHA" "sha" "numkeys" "key1" ...
+			if owner := owners[keySlot(key)]; owner != addr {
+				t.Errorf("EVALSHA on %s for %s, whose slot %s owns", addr, key, owner)
+			}
+		}
+		t.Logf("primary %s: %d EVALSHA", addr, here)
+	}
+	t.Logf("%d operations: %d connections, %d EVALSHA on the owners, %d other commands; MOVED errors on the primaries %d -> %d",
+		n, gets, evalsha, other, movedBefore, movedAfter)
+	if gets != int64(n) || evalsha != n || other != 0 {
+		t.Errorf("%d operations took %d connections and %d EVALSHA (+%d other commands); want one each", n, gets, evalsha, other)
+	}
+	if movedAfter != movedBefore {
+		t.Logf("note: %d MOVED replies on the primaries meanwhile (from this test or another sharing the cluster)", movedAfter-movedBefore)
 	}
 }

@@ -24,12 +24,15 @@ import (
 type server struct {
 	name string
 	mini *miniredis.Miniredis // nil on a real server
-	pool *redis.Pool
+	pool *redis.Pool          // the test's own commands
 	ns   string
+
+	cluster Pool // on a multi-node cluster, the engines' pool (see newClusterServer)
 }
 
 // servers runs f once on miniredis and once more on the real server when
 // REDIS_ADDR is set; when it is not, the "redis" subtest says so as a SKIP.
+// Likewise "cluster" on the multi-node cluster of REDIS_CLUSTER_ADDRS.
 func servers(t *testing.T, f func(t *testing.T, s *server)) {
 	t.Helper()
 	t.Run("miniredis", func(t *testing.T) { f(t, newMini(t)) })
@@ -40,6 +43,7 @@ func servers(t *testing.T, f func(t *testing.T, s *server)) {
 		}
 		f(t, newReal(t, "redis", addr))
 	})
+	t.Run("cluster", func(t *testing.T) { f(t, clusterServer(t)) }) // REDIS_CLUSTER_ADDRS
 }
 
 func newMini(t testing.TB) *server {
@@ -79,7 +83,11 @@ func testNamespace() string {
 
 // engine returns an Engine on s with the test's namespace.
 func (s *server) engine(opts ...Option) *Engine {
-	return New(s.pool, append([]Option{WithNamespace(s.ns)}, opts...)...)
+	var pool Pool = s.pool
+	if s.cluster != nil {
+		pool = s.cluster
+	}
+	return New(pool, append([]Option{WithNamespace(s.ns)}, opts...)...)
 }
 
 // do runs one command on its own connection.

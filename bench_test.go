@@ -44,6 +44,7 @@ func TestMain(m *testing.M) {
 		os.Exit(2)
 	}
 	code := m.Run()
+	printVerdicts(os.Stdout)
 	stop()
 	os.Exit(code)
 }
@@ -228,6 +229,7 @@ func BenchmarkRoundTrip(b *testing.B) {
 		}
 		c.Close()
 	}
+	recordNsPerOp(b)
 }
 
 // BenchmarkLock: one client, uncontended acquire + release.
@@ -245,6 +247,7 @@ func BenchmarkLock(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		recordNsPerOp(b)
 	})
 	b.Run("watch", func(b *testing.B) {
 		pool, ns := benchSetup(b)
@@ -261,6 +264,7 @@ func BenchmarkLock(b *testing.B) {
 			}
 			c.Close()
 		}
+		recordNsPerOp(b)
 	})
 }
 
@@ -299,9 +303,9 @@ func BenchmarkLockContended(b *testing.B) {
 }
 
 func reportContention(b *testing.B, elapsed time.Duration, tries float64) {
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acq/s")
-	b.ReportMetric(tries/float64(b.N), "tries/acq")
-	b.ReportMetric(float64(elapsed.Nanoseconds())/float64(b.N), "ns/op")
+	reportMetric(b, float64(b.N)/elapsed.Seconds(), "acq/s")
+	reportMetric(b, tries/float64(b.N), "tries/acq")
+	reportMetric(b, float64(elapsed.Nanoseconds())/float64(b.N), "ns/op")
 }
 
 // BenchmarkSemaphore: acquire + release of a limit-5 semaphore, by 1 and by
@@ -463,7 +467,8 @@ func BenchmarkSuggest(b *testing.B) {
 					}
 					b.StopTimer()
 					stop()
-					b.ReportMetric(float64(retries.Load())/float64(b.N), "retries/op")
+					recordNsPerOp(b)
+					reportMetric(b, float64(retries.Load())/float64(b.N), "retries/op")
 				})
 			}
 		}
@@ -672,13 +677,13 @@ func BenchmarkMarket(b *testing.B) {
 
 func reportMarket(b *testing.B, st marketStats) {
 	if st.bought == 0 {
-		b.ReportMetric(0, "bought/s")
+		reportMetric(b, 0, "bought/s")
 		return
 	}
-	b.ReportMetric(float64(st.elapsed.Nanoseconds())/float64(st.bought), "ns/op")
-	b.ReportMetric(float64(st.bought)/st.elapsed.Seconds(), "bought/s")
-	b.ReportMetric(float64(st.retries)/float64(st.bought), "retries/purchase")
-	b.ReportMetric(float64(st.wait.Microseconds())/1000/float64(st.bought), "ms/wait")
+	reportMetric(b, float64(st.elapsed.Nanoseconds())/float64(st.bought), "ns/op")
+	reportMetric(b, float64(st.bought)/st.elapsed.Seconds(), "bought/s")
+	reportMetric(b, float64(st.retries)/float64(st.bought), "retries/purchase")
+	reportMetric(b, float64(st.wait.Microseconds())/1000/float64(st.bought), "ms/wait")
 }
 
 // TestMarketTable prints the book's Table 6.3 (listed, bought, retries,

@@ -19,7 +19,7 @@ local fence = redis.call('GET', KEYS[2])
 if fence and not string.match(fence, '^%d+$') then
   return redis.error_reply('ERR atomicredis: fence key does not hold a counter')
 end
-q_check(KEYS[3], KEYS[4])
+local queued = q_check(KEYS[3], KEYS[4])
 local holder = redis.call('HGET', KEYS[1], 'token')
 if holder == ARGV[1] then -- handed over while queued: pick it up
   redis.call('PEXPIRE', KEYS[1], ARGV[4])
@@ -28,8 +28,13 @@ end
 if redis.call('EXISTS', KEYS[6]) == 1 then
   return {0, -2}
 end
-local now = now_ms()
-local head = q_head(KEYS[3], KEYS[4], now)
+-- With nobody queued (the common case) there is no clock to read and no
+-- queue to walk.
+local now, head = 0, nil
+if queued > 0 then
+  now = now_ms()
+  head = q_head(KEYS[3], KEYS[4], now)
+end
 if not holder and (not head or head == ARGV[1]) then
   if head then
     q_leave(KEYS[3], KEYS[4], ARGV[1])
@@ -45,6 +50,9 @@ if holder then
 end
 if ARGV[2] == '0' then
   return {0, pttl, -1, 0}
+end
+if now == 0 then
+  now = now_ms()
 end
 local rank, arrival = q_join(KEYS[3], KEYS[4], ARGV[1], now, tonumber(ARGV[3]), KEYS[5])
 return {0, pttl, rank, arrival}

@@ -4,6 +4,9 @@
 -- since its last renewal, the others lose at most that. It extends the
 -- lease to its own when it picks the lock up (lock_acquire).
 local function lock_handoff(lock, fence_key, q, w)
+  if redis.call('ZCARD', q) == 0 then
+    return
+  end
   local now = now_ms()
   local head, deadline, inbox = q_head(q, w, now)
   if not head then return end

@@ -1,9 +1,10 @@
--- queue: the waiting queue shared by every object that waits (locks and
--- semaphores), prepended to the scripts that use it (embed.go, loadQueued).
--- A queue is two keys under the object's hash tag: a sorted set token ->
--- arrival number (the order), and a hash token -> "deadline inbox" (when
--- the entry lapses unless its waiter renews it, in server ms, and the list
--- its engine blocks on). Waking a waiter pushes "token fence" to its inbox.
+-- queue: the waiting queue shared by every object that waits (locks,
+-- read-write locks and semaphores), prepended to the scripts that use it
+-- (embed.go, loadQueued). A queue is two keys under the object's hash tag:
+-- a sorted set token -> arrival number (the order), and a hash token ->
+-- "deadline inbox" (when the entry lapses unless its waiter renews it, in
+-- server ms, and the list its engine blocks on). Waking a waiter pushes
+-- "token fence" to its inbox.
 
 local function now_ms()
   local t = redis.call('TIME')
@@ -11,10 +12,11 @@ local function now_ms()
 end
 
 -- q_check reads both keys, so a key of the wrong type fails the script
--- before its first write.
+-- before its first write; it returns how many entries are queued, live or
+-- not (0: nobody waits, and the queue needs no more work).
 local function q_check(q, w)
-  redis.call('ZCARD', q)
   redis.call('HLEN', w)
+  return redis.call('ZCARD', q)
 end
 
 local function q_entry(w, token)

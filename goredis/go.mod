@@ -1,0 +1,19 @@
+module github.com/atomicredis/atomicredis/goredis
+
+go 1.22
+
+require (
+	github.com/alicebob/miniredis/v2 v2.40.0
+	github.com/atomicredis/atomicredis v0.0.0-00010101000000-000000000000
+	github.com/gomodule/redigo v1.9.3
+	github.com/redis/go-redis/v9 v9.7.3
+)
+
+require (
+	github.com/cespare/xxhash/v2 v2.2.0 // indirect
+	github.com/dgryski/go-rendezvous v0.0.0-20200823014737-9f7001d12a5f // indirect
+	github.com/google/uuid v1.6.0 // indirect
+	github.com/yuin/gopher-lua v1.1.1 // indirect
+)
+
+replace github.com/atomicredis/atomicredis => ../

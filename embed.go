@@ -22,6 +22,12 @@ var (
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
 
+	scriptRWAcquire = load("rw_acquire", 7, "queue", "rw")
+	scriptRWAbandon = load("rw_abandon", 7, "queue", "rw")
+	scriptRWRelease = load("rw_release", 5, "queue", "rw")
+	scriptRWExtend  = load("rw_extend", 2, "queue", "rw")
+	scriptRWPTTL    = load("rw_pttl", 1, "queue")
+
 	scriptSemAcquire = load("semaphore_acquire", 8, "queue", "semaphore")
 	scriptSemAbandon = load("semaphore_abandon", 8, "queue", "semaphore")
 	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")

@@ -845,13 +845,15 @@ type LockOptions struct {
 	Watchdog bool          // renew the lease every TTL/3 until Unlock or loss
 }
 
-// Lock is one holding of a named lock. Its methods are safe for concurrent
-// use, and on a nil *Lock (as a failed TryLock returns) none panics: they
+// Lock is one holding of a named lock, or one hold (a reader's or the
+// writer's) of a read-write lock. Its methods are safe for concurrent use,
+// and on a nil *Lock (as a failed TryLock returns) none panics: they
 // report ErrNotHeld.
 type Lock struct {
 	e       *Engine
+	kind    *lockKind
 	name    string
-	keys    []string // lock, fence, queue, waiters
+	keys    []any // kind.keys(name)
 	token   string
 	fence   int64
 	arrival int64 // the number the queue gave it, 0 if it never queued
@@ -872,24 +874,53 @@ type Lock struct {
 // wait runs out or ctx ends first; in the latter case it wraps ctx.Err()
 // as well.
 func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
-	return e.lock(ctx, name, o, true)
+	return e.lock(ctx, plainLock, "", name, o, true)
 }
 
 // TryLock makes one attempt at the named lock and returns an error wrapping
 // ErrNotAcquired if another holds it. o.Wait is ignored.
 func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
-	return e.lock(ctx, name, o, false)
+	return e.lock(ctx, plainLock, "", name, o, false)
 }
 
-func (e *Engine) lock(ctx context.Context, name string, o LockOptions, wait bool) (*Lock, error) {
-	if err := e.check("lock", name); err != nil {
+// lockKind is what tells a plain lock from a read-write lock, so that
+// taking a holding, Unlock, Extend, TTL and the watchdog are written once
+// for both.
+type lockKind struct {
+	word     string   // names the object in errors
+	typ      string   // <ns><typ>:{name}...
+	suffixes []string // the keys of release, in order; acquire and abandon add the inbox and void mark
+
+	extendKeys, pttlKeys                    int // how many of those keys extend and pttl take
+	acquire, abandon, release, extend, pttl *redis.Script
+}
+
+// plainLock: the lock (hash: token, seq, fence), its fence counter, its
+// queue and its waiters.
+var plainLock = &lockKind{word: "lock", typ: "lock", suffixes: []string{"", ":fence", ":queue", ":waiters"},
+	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
+	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL}
+
+// keys are the keys every script of the kind starts with, for one name.
+func (k *lockKind) keys(e *Engine, name string) []string {
+	keys := make([]string, len(k.suffixes))
+	for i, s := range k.suffixes {
+		keys[i] = e.key(k.typ, name, s)
+	}
+	return keys
+}
+
+// lock takes a holding of kind k: mode ("", or "r-"/"w-" for a read-write
+// lock) starts its token, so the queue knows what each waiter wants.
+func (e *Engine) lock(ctx context.Context, k *lockKind, mode, name string, o LockOptions, wait bool) (*Lock, error) {
+	if err := e.check(k.word, name); err != nil {
 		return nil, err
 	}
-	ttl, err := duration("lock", name, "TTL", o.TTL, DefaultTTL)
+	ttl, err := duration(k.word, name, "TTL", o.TTL, DefaultTTL)
 	if err != nil {
 		return nil, err
 	}
-	maxWait, err := duration("lock", name, "Wait", o.Wait, DefaultWait)
+	maxWait, err := duration(k.word, name, "Wait", o.Wait, DefaultWait)
 	if err != nil {
 		return nil, err
 	}
@@ -900,26 +931,26 @@ func (e *Engine) lock(ctx context.Context, name string, o LockOptions, wait bool
 	if err != nil {
 		return nil, err
 	}
-	keys := e.lockKeys(name)
-	inbox := e.key("lock", name, ":inbox:"+e.id)
-	g, err := e.acquire(ctx, acquisition{kind: "lock", name: name, token: token, ttl: ttl,
-		script: scriptLockAcquire, abandon: scriptLockAbandon, inbox: inbox,
-		keys: append(keys[:4:4], inbox, e.key("lock", name, ":void:"+token))}, maxWait)
+	token = mode + token
+	keys := k.keys(e, name)
+	n := len(keys)
+	inbox := e.key(k.typ, name, ":inbox:"+e.id)
+	g, err := e.acquire(ctx, acquisition{kind: k.word, name: name, token: token, ttl: ttl,
+		script: k.acquire, abandon: k.abandon, inbox: inbox,
+		keys: append(keys[:n:n], inbox, e.key(k.typ, name, ":void:"+token))}, maxWait)
 	if err != nil {
 		return nil, err
 	}
-	l := &Lock{e: e, name: name, keys: keys, token: token, fence: g.fence, arrival: g.arrival,
+	args := make([]any, n)
+	for i, key := range keys {
+		args[i] = key
+	}
+	l := &Lock{e: e, kind: k, name: name, keys: args, token: token, fence: g.fence, arrival: g.arrival,
 		lost: make(chan struct{}), lease: ttl, renewed: g.sent}
 	if o.Watchdog {
 		l.startWatchdog()
 	}
 	return l, nil
-}
-
-// lockKeys are the keys every lock script starts with: the lock, its fence
-// counter, its queue and its waiters.
-func (e *Engine) lockKeys(name string) []string {
-	return []string{e.key("lock", name, ""), e.key("lock", name, ":fence"), e.key("lock", name, ":queue"), e.key("lock", name, ":waiters")}
 }
 
 // IsLocked reports whether anyone holds the named lock.
@@ -931,8 +962,9 @@ func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
 	return n == 1, err
 }
 
-// Token returns the random identifier (a UUID v4) that marks this holding,
-// or "" for a nil lock.
+// Token returns the random identifier (a UUID v4; for a read-write lock's
+// hold prefixed "r-" for a reader, "w-" for the writer) that marks this
+// holding, or "" for a nil lock.
 func (l *Lock) Token() string {
 	if l == nil {
 		return ""
@@ -944,7 +976,10 @@ func (l *Lock) Token() string {
 // strictly with every acquisition of the lock's name, across engines and
 // processes. Pass it to the resource the lock guards, which should refuse a
 // fence lower than the highest it has seen. The counter behind it
-// (<ns>lock:{name}:fence) never expires: one small key per lock name.
+// (<ns>lock:{name}:fence) never expires: one small key per lock name. A
+// read-write lock's holds share one counter (<ns>rw:{name}:fence) across
+// readers and writers; several readers' fences are valid at once (see
+// RLock).
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -976,7 +1011,7 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	l.stopWatchdog()
 	ctx, cancel := releaseContext(ctx)
 	defer cancel()
-	n, err := l.e.evalInt64(ctx, scriptLockRelease, "lock", l.name, l.keys[0], l.keys[1], l.keys[2], l.keys[3], l.token)
+	n, err := l.e.evalInt64(ctx, l.kind.release, l.kind.word, l.name, l.args(len(l.keys), l.token)...)
 	if err != nil {
 		return err
 	}
@@ -996,7 +1031,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
 	}
-	ttl, err := duration("lock", l.name, "TTL", ttl, l.currentLease())
+	ttl, err := duration(l.kind.word, l.name, "TTL", ttl, l.currentLease())
 	if err != nil {
 		return err
 	}
@@ -1034,7 +1069,7 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
 	}
-	ms, err := l.e.evalInt64(ctx, scriptLockPTTL, "lock", l.name, l.keys[0], l.token)
+	ms, err := l.e.evalInt64(ctx, l.kind.pttl, l.kind.word, l.name, l.args(l.kind.pttlKeys, l.token)...)
 	if err != nil {
 		return 0, err
 	}
@@ -1062,13 +1097,20 @@ func held(_ time.Duration, err error) (bool, error) {
 var errNilLock = fmt.Errorf("atomicredis: nil lock: %w", ErrNotHeld)
 
 func (l *Lock) notHeld() error {
-	return fmt.Errorf("atomicredis: lock %q: fence %d: %w", l.name, l.fence, ErrNotHeld)
+	return fmt.Errorf("atomicredis: %s %q: fence %d: %w", l.kind.word, l.name, l.fence, ErrNotHeld)
 }
 
-// extend sends renewal number seq; a stale one (lock_extend's 2) counts as
-// held: a newer renewal of this holder's already stands.
+// args are a script's first n keys of the lock's, then extra.
+func (l *Lock) args(n int, extra ...any) []any {
+	return append(l.keys[:n:n], extra...)
+}
+
+// extend sends renewal number seq; a stale one (lock_extend's and
+// rw_extend's 2) counts as held: a newer renewal of this holder's already
+// stands.
 func (l *Lock) extend(ctx context.Context, ttl time.Duration, seq int64) (bool, error) {
-	reply, err := l.e.evalAckReply(ctx, scriptLockExtend, "lock", l.name, l.keys[0], l.token, ttl.Milliseconds(), seq)
+	args := l.args(l.kind.extendKeys, l.token, ttl.Milliseconds(), seq)
+	reply, err := l.e.evalAckReply(ctx, l.kind.extend, l.kind.word, l.name, args...)
 	n, _ := redis.Int64(reply, nil) // the script's answer, with ErrNotReplicated too
 	return n >= 1, err
 }
@@ -1169,6 +1211,55 @@ func (l *Lock) watch(ctx context.Context) {
 			next = max(lease/10, time.Millisecond)
 		}
 	}
+}
+
+// ---------------------------------------------------------------------------
+// Read-write locks: many readers or one writer, in arrival order, on the
+// same queue as locks; every hold is a *Lock with a lease of its own
+
+// rwLock: the holds' lease deadlines (zset token -> server ms), their
+// fences and renewal numbers (hash token -> "fence seq"), the fence
+// counter, the queue and its waiters.
+var rwLock = &lockKind{word: "read-write lock", typ: "rw", suffixes: []string{"", ":holds", ":fence", ":queue", ":waiters"},
+	extendKeys: 2, pttlKeys: 1, acquire: scriptRWAcquire, abandon: scriptRWAbandon,
+	release: scriptRWRelease, extend: scriptRWExtend, pttl: scriptRWPTTL}
+
+// RLock takes a shared (read) hold of the named read-write lock, waiting up
+// to o.Wait (default 10s) while a writer holds it or is queued ahead of
+// the caller: a reader that arrives while a writer waits queues behind it,
+// so writers never starve. The hold is a *Lock with its own lease (o.TTL),
+// watchdog, Extend, TTL and Unlock; other readers' holds are untouched by
+// them. Errors are as Lock's.
+//
+// Readers share: several readers' fences are valid at once. A resource
+// guarded by the lock admits a reader whose fence is above the last
+// writer's it has seen, and a writer by the (fence, token) rule.
+//
+// A read-write lock "x" and a plain lock "x" are different objects.
+func (e *Engine) RLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwLock, "r-", name, o, true)
+}
+
+// TryRLock makes one attempt at a read hold of the named read-write lock:
+// it returns an error wrapping ErrNotAcquired if a writer holds it or any
+// live waiter is queued. o.Wait is ignored.
+func (e *Engine) TryRLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwLock, "r-", name, o, false)
+}
+
+// WLock takes the exclusive (write) hold of the named read-write lock,
+// waiting up to o.Wait (default 10s) while anyone holds it or is queued
+// ahead. When it is released, the whole run of readers at the head of the
+// queue is let in at once. Otherwise as RLock.
+func (e *Engine) WLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwLock, "w-", name, o, true)
+}
+
+// TryWLock makes one attempt at the write hold of the named read-write
+// lock: it returns an error wrapping ErrNotAcquired if anyone holds it or
+// any live waiter is queued. o.Wait is ignored.
+func (e *Engine) TryWLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwLock, "w-", name, o, false)
 }
 
 // ---------------------------------------------------------------------------

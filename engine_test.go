@@ -505,7 +505,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 	}
 	s := newReal(t, "redis", addr)
 	ctx, e := ctxT(t), s.engine()
-	var l *Lock
+	var l, r *Lock
 	var p *Permit
 	ops := []struct {
 		name string
@@ -514,6 +514,16 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		{"TryLock", func() (err error) { l, err = e.TryLock(ctx, "one", LockOptions{}); return err }},
 		{"Extend", func() error { return l.Extend(ctx, time.Minute) }},
 		{"Unlock", func() error { return l.Unlock(ctx) }},
+		{"TryRLock", func() (err error) { r, err = e.TryRLock(ctx, "one", LockOptions{}); return err }},
+		{"RLock", func() (err error) { l, err = e.RLock(ctx, "one", LockOptions{}); return err }},
+		{"Extend (reader)", func() error { return r.Extend(ctx, time.Minute) }},
+		{"TTL (reader)", func() error { _, err := r.TTL(ctx); return err }},
+		{"Unlock (reader)", func() error { return r.Unlock(ctx) }},
+		{"Unlock (last reader)", func() error { return l.Unlock(ctx) }},
+		{"TryWLock", func() (err error) { l, err = e.TryWLock(ctx, "one", LockOptions{}); return err }},
+		{"Unlock (writer)", func() error { return l.Unlock(ctx) }},
+		{"WLock", func() (err error) { l, err = e.WLock(ctx, "one", LockOptions{}); return err }},
+		{"Unlock (writer)", func() error { return l.Unlock(ctx) }},
 		{"AcquireSemaphore", func() (err error) { p, err = e.AcquireSemaphore(ctx, "one", SemaphoreOptions{Limit: 1}); return err }},
 		{"Refresh", func() error { return p.Refresh(ctx) }},
 		{"SemaphoreHolders", func() error { _, err := e.SemaphoreHolders(ctx, "one"); return err }},

@@ -81,6 +81,7 @@ func FuzzKeys(f *testing.F) {
 		ctx := context.Background()
 		errs := []error{
 			func() error { _, err := e.TryLock(ctx, name, LockOptions{TTL: time.Minute}); return err }(),
+			func() error { _, err := e.TryRLock(ctx, name, LockOptions{TTL: time.Minute}); return err }(),
 			func() error { _, err := e.AcquireSemaphore(ctx, name, SemaphoreOptions{Limit: 1}); return err }(),
 			e.AddRecent(ctx, name, "item"),
 			e.AddMembers(ctx, name, "m"),

@@ -53,8 +53,12 @@ func invalidCalls(held *Lock) []call {
 	}
 
 	for method, lock := range map[string]func(*Engine) func(context.Context, string, LockOptions) (*Lock, error){
-		"Lock":    func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.Lock },
-		"TryLock": func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.TryLock },
+		"Lock":     func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.Lock },
+		"TryLock":  func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.TryLock },
+		"RLock":    func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.RLock },
+		"TryRLock": func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.TryRLock },
+		"WLock":    func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.WLock },
+		"TryWLock": func(e *Engine) func(context.Context, string, LockOptions) (*Lock, error) { return e.TryWLock },
 	} {
 		run := func(ctx context.Context, e *Engine, name string, o LockOptions) error {
 			_, err := lock(e)(ctx, name, o)
@@ -303,7 +307,7 @@ func TestBadEngine(t *testing.T) {
 // validCalls are every public operation on good arguments; each must work
 // on a cluster node (no CROSSSLOT) and fail cleanly on a bad engine.
 func validCalls() []call {
-	var l *Lock
+	var l, r1, r2, w *Lock
 	var p *Permit
 	return []call{
 		{"TryLock", func(ctx context.Context, e *Engine) (err error) {
@@ -319,6 +323,30 @@ func validCalls() []call {
 			l, err = e.Lock(ctx, "c1", LockOptions{})
 			if err == nil {
 				err = l.Unlock(ctx)
+			}
+			return err
+		}},
+		{"TryRLock", func(ctx context.Context, e *Engine) (err error) {
+			r1, err = e.TryRLock(ctx, "c6", LockOptions{Watchdog: true})
+			return err
+		}},
+		{"RLock", func(ctx context.Context, e *Engine) (err error) {
+			r2, err = e.RLock(ctx, "c6", LockOptions{})
+			return err
+		}},
+		{"Lock.Extend (reader)", func(ctx context.Context, e *Engine) error { return r1.Extend(ctx, time.Minute) }},
+		{"Lock.TTL (reader)", func(ctx context.Context, e *Engine) error { _, err := r2.TTL(ctx); return err }},
+		{"Lock.Unlock (reader)", func(ctx context.Context, e *Engine) error { return r1.Unlock(ctx) }},
+		{"Lock.Unlock (reader)", func(ctx context.Context, e *Engine) error { return r2.Unlock(ctx) }},
+		{"TryWLock", func(ctx context.Context, e *Engine) (err error) {
+			w, err = e.TryWLock(ctx, "c6", LockOptions{})
+			return err
+		}},
+		{"Lock.Unlock (writer)", func(ctx context.Context, e *Engine) error { return w.Unlock(ctx) }},
+		{"WLock", func(ctx context.Context, e *Engine) (err error) {
+			w, err = e.WLock(ctx, "c6", LockOptions{})
+			if err == nil {
+				err = w.Unlock(ctx)
 			}
 			return err
 		}},
@@ -372,6 +400,10 @@ func TestWrongType(t *testing.T) {
 			{"TryLock on a list", s.ns + "lock:{w}", func() error { _, err := e.TryLock(ctx, "w", LockOptions{}); return err }},
 			{"TryLock with a list fence", s.ns + "lock:{f}:fence", func() error { _, err := e.TryLock(ctx, "f", LockOptions{}); return err }},
 			{"IsLocked on a list", s.ns + "lock:{w}", func() error { _, err := e.IsLocked(ctx, "w"); return err }},
+			{"TryRLock on a list", s.ns + "rw:{w}", func() error { _, err := e.TryRLock(ctx, "w", LockOptions{}); return err }},
+			{"WLock, waiters a list", s.ns + "rw:{w}:waiters", func() error { _, err := e.WLock(ctx, "w", LockOptions{}); return err }},
+			{"RLock with a list fence", s.ns + "rw:{f}:fence", func() error { _, err := e.RLock(ctx, "f", LockOptions{}); return err }},
+			{"WLock, queue a list", s.ns + "rw:{w}:queue", func() error { _, err := e.WLock(ctx, "w", LockOptions{}); return err }},
 			{"AcquireSemaphore on a list", s.ns + "sem:{w}", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},
 			{"AcquireSemaphore, owner a list", s.ns + "sem:{w}:owner", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},
 			{"AcquireSemaphore, counter a list", s.ns + "sem:{w}:counter", func() error { return semCall("w", SemaphoreOptions{Limit: 1})(ctx, e) }},

@@ -1,0 +1,125 @@
+-- rw: the holds of a read-write lock and their admission (shared by the
+-- rw scripts; needs lib/queue.lua). k names the keys: leases (zset token
+-- -> lease deadline, server ms), holds (hash: token -> the sequence number
+-- of the hold's last renewal, written by rw_extend; "f:" .. token -> the
+-- fence a hold was handed over with, for its waiter to pick up), fence
+-- (the counter), q, w (the queue). A token starts with its mode, "r-" a
+-- reader, "w-" a writer, so a queue entry carries its waiter's. Readers
+-- hold together; a writer holds alone.
+--
+-- The common paths (taking a free lock, releasing with nobody queued) make
+-- no more calls than lock_acquire and lock_release, and cheaper ones: keys
+-- a path does not write are not read for their type, emptiness is asked
+-- with ZCARD, and the holds hash is written only by handoffs and renewals.
+
+-- rw_fence_ok reads the fence counter: an error reply if it holds text.
+local function rw_fence_ok(k)
+  local fence = redis.call('GET', k.fence)
+  if fence and not string.match(fence, '^%d+$') then
+    return redis.error_reply('ERR atomicredis: fence key does not hold a counter')
+  end
+end
+
+-- rw_check reads every key before a script's first write (a key of the
+-- wrong type fails the script with nothing changed).
+local function rw_check(k)
+  local err = rw_fence_ok(k)
+  if err then return err end
+  redis.call('ZCARD', k.leases)
+  redis.call('HLEN', k.holds)
+  q_check(k.q, k.w)
+end
+
+local function rw_writer(token)
+  return string.sub(token, 1, 2) == 'w-'
+end
+
+local function rw_drop(k, token)
+  redis.call('ZREM', k.leases, token)
+  redis.call('HDEL', k.holds, token, 'f:' .. token)
+end
+
+-- rw_first returns the first hold (the one whose lease ends first) and
+-- whether its lease has run out; nil if nobody holds. (ZCARD first: on an
+-- empty set it is much cheaper than ZRANGE.)
+local function rw_first(k, now)
+  if redis.call('ZCARD', k.leases) == 0 then return nil, false end
+  local first = redis.call('ZRANGE', k.leases, 0, 0, 'WITHSCORES')
+  return first[1], tonumber(first[2]) <= now
+end
+
+-- rw_purge drops the holds whose lease has run out.
+local function rw_purge(k, now)
+  for _, token in ipairs(redis.call('ZRANGEBYSCORE', k.leases, '-inf', now)) do
+    rw_drop(k, token)
+  end
+end
+
+-- rw_blocked reports whether holder (the first live hold, or nil) keeps
+-- token out: any hold keeps a writer out, a writer's keeps a reader out
+-- (a writer holds alone, so the first hold tells).
+local function rw_blocked(token, holder)
+  return holder ~= nil and (rw_writer(token) or rw_writer(holder))
+end
+
+local function rw_holder(k)
+  return redis.call('ZRANGE', k.leases, 0, 0)[1]
+end
+
+-- rw_admit hands the lock to the head of the queue as far as the holds
+-- allow: a writer once nobody holds, or the whole run of readers at the
+-- head while no writer holds (stopping at the first writer, so readers
+-- that came after a writer wait for it). Each hold lasts until its
+-- waiter's queue entry deadline (the waiter extends it when it picks it
+-- up), and its waiter is woken, except caller, whose own script replies.
+-- Expired holds must have been purged. Returns caller's fence if caller
+-- was admitted, whether others were (the holds hash was written), and
+-- whether a live waiter is still queued.
+local function rw_admit(k, now, caller)
+  local got, handed = nil, false
+  while true do
+    local head, deadline, inbox = q_head(k.q, k.w, now)
+    if not head then return got, handed, false end
+    if rw_blocked(head, rw_holder(k)) then return got, handed, true end
+    q_leave(k.q, k.w, head)
+    local f = redis.call('INCR', k.fence)
+    redis.call('ZADD', k.leases, deadline, head)
+    if head == caller then
+      got = f
+    else
+      redis.call('HSET', k.holds, 'f:' .. head, f)
+      q_wake(inbox, head, f, deadline, now)
+      handed = true
+    end
+  end
+end
+
+-- rw_last is the latest lease deadline, nil if nobody holds.
+local function rw_last(k)
+  local last = redis.call('ZRANGE', k.leases, -1, -1, 'WITHSCORES')[2]
+  return last and tonumber(last)
+end
+
+-- rw_expire makes the leases (and, if it was written, the holds hash) live
+-- exactly as long as the longest lease, so a lock whose holders all
+-- vanished leaves nothing behind but its fence. (No path shortens a lease
+-- of a hold the hash has fields for without this, so the hash outlives
+-- them.)
+local function rw_expire(k, now, hash)
+  local last = rw_last(k)
+  if not last then return end
+  local ms = math.max(last - now, 1)
+  redis.call('PEXPIRE', k.leases, ms)
+  if hash then
+    redis.call('PEXPIRE', k.holds, ms)
+  end
+end
+
+-- rw_settle runs after holds or waiters left: the lock goes to the waiters
+-- it can go to now.
+local function rw_settle(k, now)
+  rw_purge(k, now)
+  local _, handed = rw_admit(k, now, nil)
+  rw_expire(k, now, handed)
+end
+

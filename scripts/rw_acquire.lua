@@ -1,0 +1,83 @@
+-- rw_acquire: take a read or a write hold of a read-write lock if the holds
+-- allow it and no live waiter is queued ahead of the caller; otherwise, in
+-- wait mode, queue (or renew the caller's queue entry). Waiters the lock
+-- can go to are admitted first, in order. A waiter handed a hold picks it
+-- up here.
+-- KEYS[1] leases (zset token -> lease deadline, server ms), KEYS[2] holds
+-- (hash, see lib/rw.lua), KEYS[3] fence counter (no TTL), KEYS[4] queue,
+-- KEYS[5] waiters, KEYS[6] this engine's inbox, KEYS[7] this token's void
+-- mark (set by rw_abandon when the caller gave up)
+-- ARGV[1] token ("r-..." a reader, "w-..." a writer), ARGV[2] mode: 0 one
+-- try, 1 wait, ARGV[3] queue entry lifetime in ms, ARGV[4] lease in ms
+-- reply: {1, fence} if the caller holds now, for the full lease; {0, ms
+-- until the last live hold runs out (-1: none, but waiters are ahead),
+-- rank in the queue (0 = head; -1 = not queued), arrival number} if not;
+-- {0, -2} if the caller abandoned this token.
+--
+-- A reader that arrives while a writer waits queues behind it, so writers
+-- never starve; a one-try caller never jumps a queue of live waiters.
+local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5]}
+local now, token, ttl = now_ms(), ARGV[1], tonumber(ARGV[4])
+
+local lease = redis.call('ZSCORE', k.leases, token)
+if lease and tonumber(lease) > now then
+  -- Handed over while queued (with its fence), or granted by a call of
+  -- this token whose reply was lost (a new fence: that one never arrived).
+  local err = rw_check(k)
+  if err then return err end
+  local f = redis.call('HGET', k.holds, 'f:' .. token) or redis.call('INCR', k.fence)
+  redis.call('ZADD', k.leases, now + ttl, token)
+  rw_expire(k, now, true)
+  return {1, tonumber(f)}
+end
+if redis.call('EXISTS', KEYS[7]) == 1 then
+  return {0, -2}
+end
+
+-- Read what this call may write (type errors before the first write).
+local err = rw_fence_ok(k)
+if err then return err end
+local waiters = redis.call('ZCARD', k.q) > 0
+if waiters or ARGV[2] == '1' then
+  redis.call('HLEN', k.w)
+end
+local holder, expired = rw_first(k, now)
+if waiters or expired then
+  redis.call('HLEN', k.holds)
+end
+
+local f, handed, queued = nil, false, false
+if expired then
+  rw_purge(k, now)
+  holder = rw_holder(k)
+end
+if waiters then -- waiters first, in order
+  f, handed, queued = rw_admit(k, now, token)
+  holder = rw_holder(k)
+end
+if not f and not queued and not rw_blocked(token, holder) then
+  f = redis.call('INCR', k.fence) -- nobody queued, nothing in the way
+end
+if f then
+  redis.call('ZADD', k.leases, now + ttl, token)
+  if holder or handed then
+    rw_expire(k, now, handed)
+  else
+    redis.call('PEXPIRE', k.leases, ttl) -- the only hold
+  end
+  return {1, f}
+end
+
+local last = rw_last(k)
+if handed or expired then
+  rw_expire(k, now, handed)
+end
+local hint = -1
+if last then
+  hint = math.max(last - now, 1)
+end
+if ARGV[2] == '0' then
+  return {0, hint, -1, 0}
+end
+local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), KEYS[6])
+return {0, hint, rank, arrival}

@@ -605,12 +605,16 @@ func (e *Engine) acquire(ctx context.Context, a acquisition, wait time.Duration)
 		g.sent = time.Now()
 		reply, reached, err := e.evalAck(ctx, a.script, a.kind, a.name, args...)
 		v, verr := redis.Int64s(reply, nil)
+		if errors.Is(err, ErrNotReplicated) {
+			if verr == nil && len(v) == 2 && v[0] == 1 { // granted, but a failover could grant it again
+				undo = true
+				return giveUp(err)
+			}
+			err = nil // a queue entry's renewal: nothing to guard
+		}
 		queued := mode == 1 && err == nil && verr == nil && len(v) == 4 && v[0] == 0
 		undo = undo || reached && unknownOutcome(err) || queued
 		switch {
-		case errors.Is(err, ErrNotReplicated): // granted, maybe: undone
-			undo = true
-			return giveUp(err)
 		case err != nil:
 			if cerr := ctxErr(ctx); cerr != nil {
 				return giveUp(fmt.Errorf("atomicredis: %s %q: %w: %w", a.kind, a.name, ErrNotAcquired, cerr))

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -516,6 +517,12 @@ func TestFailoverKill(t *testing.T) {
 					onVictim = append(onVictim, n)
 				}
 			}
+			probe := "" // a name on the victim's slots nobody else takes
+			for i := 0; probe == ""; i++ {
+				if p, _, _ := pc.owner(int(keySlot(fmt.Sprint("probe", i)))); p == victim {
+					probe = fmt.Sprint("probe", i)
+				}
+			}
 			stop := make(chan struct{})
 			logs, errs, notRepl, lastErr, wait := hammer(e, names, stop)
 			time.Sleep(1500 * time.Millisecond)
@@ -529,6 +536,23 @@ func TestFailoverKill(t *testing.T) {
 			// acknowledged, so nothing is granted there.
 			var restarted time.Duration
 			if ack {
+				// A grant there is made, not acknowledged, and undone.
+				ctx := ctxT(t)
+				if _, err := e.TryLock(ctx, probe, LockOptions{}); !errors.Is(err, ErrNotReplicated) {
+					t.Errorf("TryLock on the promoted primary without a replica: %v, want ErrNotReplicated", err)
+				}
+				plain := failoverEngine(t, pc, ns)
+				for deadline := time.Now().Add(2 * time.Second); ; {
+					held, err := plain.IsLocked(ctx, probe)
+					if err == nil && !held {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("the unacknowledged grant still held after 2s (%v)", err)
+						break
+					}
+					time.Sleep(20 * time.Millisecond)
+				}
 				time.Sleep(time.Second)
 				restarted = time.Since(killed)
 				pc.start(victim)
@@ -612,7 +636,9 @@ func TestFailoverKill(t *testing.T) {
 // it, the old primary may grant the lock again with the same fence: the
 // test shows the stale grant when it happens, and that the (fence, token)
 // guard turns it away (it arrives second), where a fence-only guard would
-// let it in.
+// let it in. (Had the promoted replica lost more than the last grants, the
+// fences would differ, and the guard lets only the higher one in from
+// then on.)
 func TestFailoverStall(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: failover tests start private clusters")
@@ -637,8 +663,8 @@ func TestFailoverStall(t *testing.T) {
 				t.Fatal("no agreed owner")
 			}
 			replica := pc.replicaOf(old)
-			// A few acknowledged grants: the fence counter is the same on
-			// both nodes before the stall.
+			// A few grants, replicated: the fence counter is the same on both
+			// nodes before the stall.
 			for i := 0; i < 3; i++ {
 				l, err := first.TryLock(ctx, name, LockOptions{})
 				if err != nil {
@@ -646,8 +672,27 @@ func TestFailoverStall(t *testing.T) {
 				}
 				l.Unlock(ctx)
 			}
-			if n, err := redis.Int(old.do("WAIT", 1, 2000)); err != nil || n != 1 {
-				t.Fatalf("WAIT before the stall: %d, %v", n, err)
+			fenceKey := ns + "lock:{" + name + "}:fence"
+			want, err := redis.Int64(old.do("GET", fenceKey))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for deadline := time.Now().Add(10 * time.Second); ; {
+				c, err := redis.Dial("tcp", replica.addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				c.Do("READONLY")
+				got, _ := redis.Int64(c.Do("GET", fenceKey))
+				c.Close()
+				if got == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					info, _ := redis.String(replica.do("INFO", "replication"))
+					t.Fatalf("the replica's fence is %d, the primary's %d, after 10s:\n%s", got, want, info)
+				}
+				time.Sleep(10 * time.Millisecond)
 			}
 
 			slept := make(chan error, 1)
@@ -696,8 +741,14 @@ func TestFailoverStall(t *testing.T) {
 				ok, fenceOnly := guard.enter(r.l.Fence(), r.l.Token())
 				t.Logf("%s: stale grant: the stalled primary granted fence %d after the promoted replica granted fence %d; (fence, token) guard admits it: %v; a fence-only guard: %v",
 					v.name, r.l.Fence(), l2.Fence(), ok, fenceOnly)
-				if ok {
-					t.Errorf("the (fence, token) guard admitted the stale grant (fence %d; the holder's %d)", r.l.Fence(), l2.Fence())
+				switch again, _ := guard.enter(l2.Fence(), l2.Token()); {
+				case r.l.Fence() == l2.Fence() && ok:
+					t.Errorf("the (fence, token) guard admitted a second holder of fence %d", l2.Fence())
+				case ok == again:
+					// Different fences (the promoted replica had lost more
+					// than the last grant): the guard orders them, and only
+					// the higher one may use the resource now.
+					t.Errorf("fences %d (stale) and %d: the guard now admits both or neither", r.l.Fence(), l2.Fence())
 				}
 				if v.ack {
 					t.Errorf("WithReplicaAck: the stalled primary's grant (fence %d) was returned as acknowledged", r.l.Fence())
@@ -717,5 +768,101 @@ func TestFailoverStall(t *testing.T) {
 			}
 			pc.waitHealthy(30 * time.Second)
 		})
+	}
+}
+
+// A slot moving to another primary while its lock is held and a Lock waits
+// on it: during the move, a call that touches keys not yet where they are
+// going gets TRYAGAIN or ASK (the engine does not follow ASK: a bound
+// connection cannot send ASKING), and they are transient: TryLock fails at
+// once with nothing changed, a Lock with Wait tries again. Once the slot is
+// the other primary's, MOVED is followed, and the waiter takes the lock
+// there with the next fence: the counter moved with the slot.
+func TestClusterReshard(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: failover tests start private clusters")
+	}
+	pc := startPrivateCluster(t)
+	const name = "moving"
+	slot := int(keySlot(name))
+	src, _, _ := pc.owner(slot)
+	var dst *clusterNode
+	var primaries []*clusterNode
+	for _, n := range pc.nodes {
+		if role, _ := redis.Values(n.do("ROLE")); len(role) > 0 && string(role[0].([]byte)) == "master" {
+			primaries = append(primaries, n)
+			if n != src && dst == nil {
+				dst = n
+			}
+		}
+	}
+	if dst == nil {
+		t.Fatal("no other primary")
+	}
+	ns := testNamespace()
+	e := failoverEngine(t, pc, ns)
+	ctx := ctxT(t)
+	held, err := e.TryLock(ctx, name, LockOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := func(n *clusterNode) string { v, _ := redis.String(n.do("CLUSTER", "MYID")); return v }
+	srcID, dstID := id(src), id(dst)
+	if _, err := dst.do("CLUSTER", "SETSLOT", slot, "IMPORTING", srcID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := src.do("CLUSTER", "SETSLOT", slot, "MIGRATING", dstID); err != nil {
+		t.Fatal(err)
+	}
+
+	_, err = e.TryLock(ctx, name, LockOptions{})
+	t.Logf("TryLock while the slot migrates: %v", err)
+	if err == nil || !transient(err) {
+		t.Errorf("TryLock mid-migration: %v, want a transient error (TRYAGAIN or ASK)", err)
+	}
+	waited := make(chan error, 1)
+	var got *Lock
+	go func() {
+		l, err := e.Lock(ctx, name, LockOptions{Wait: 20 * time.Second})
+		got = l
+		waited <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the waiter meets the migration
+
+	keys, err := redis.Strings(src.do("CLUSTER", "GETKEYSINSLOT", slot, 1000))
+	if err != nil {
+		t.Fatal(err)
+	}
+	host, port, _ := net.SplitHostPort(dst.addr())
+	if len(keys) > 0 {
+		args := []any{host, port, "", 0, 5000, "KEYS"}
+		for _, k := range keys {
+			args = append(args, k)
+		}
+		if _, err := src.do("MIGRATE", args...); err != nil {
+			t.Fatalf("MIGRATE %q: %v", keys, err)
+		}
+	}
+	// The new owner first, then the old one, then the rest (as redis-cli
+	// --cluster reshard does).
+	sort.SliceStable(primaries, func(i, j int) bool { return primaries[i] == dst || primaries[i] == src && primaries[j] != dst })
+	for _, n := range primaries {
+		if _, err := n.do("CLUSTER", "SETSLOT", slot, "NODE", dstID); err != nil {
+			t.Fatalf("SETSLOT NODE on %s: %v", n.addr(), err)
+		}
+	}
+	t.Logf("moved slot %d (%d keys) from %s to %s", slot, len(keys), src.addr(), dst.addr())
+
+	if err := <-waited; err != nil {
+		t.Fatalf("Lock across the move: %v", err)
+	}
+	if got.Fence() != held.Fence()+1 {
+		t.Errorf("fence after the move %d, want %d: the counter must move with the slot", got.Fence(), held.Fence()+1)
+	}
+	if n, _ := redis.Int(dst.do("EXISTS", ns+"lock:{"+name+"}")); n != 1 {
+		t.Errorf("the lock is not on the slot's new primary %s", dst.addr())
+	}
+	if err := got.Unlock(ctx); err != nil {
+		t.Errorf("Unlock after the move: %v", err)
 	}
 }

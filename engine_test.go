@@ -49,55 +49,6 @@ func TestScriptsDeclareTheirKeys(t *testing.T) {
 	}
 }
 
-func TestLockAcquireRelease(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
-		l, err := e.TryLock(ctx, "orders", LockOptions{TTL: 5 * time.Second})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(l.Token()) != 36 || l.Fence() != 1 {
-			t.Errorf("token %q fence %d, want a uuid and fence 1", l.Token(), l.Fence())
-		}
-		if got := s.keys(t); !sameStrings(got, []string{s.ns + "lock:{orders}", s.ns + "lock:{orders}:fence"}) {
-			t.Errorf("keys %q", got)
-		}
-		if locked, err := e.IsLocked(ctx, "orders"); err != nil || !locked {
-			t.Errorf("IsLocked = %v, %v; want true", locked, err)
-		}
-		if _, err := e.TryLock(ctx, "orders", LockOptions{}); !errors.Is(err, ErrNotAcquired) {
-			t.Errorf("second TryLock: %v, want ErrNotAcquired", err)
-		}
-		if held, err := l.Held(ctx); err != nil || !held {
-			t.Errorf("Held = %v, %v", held, err)
-		}
-		if ttl, err := l.TTL(ctx); err != nil || ttl <= 4*time.Second || ttl > 5*time.Second {
-			t.Errorf("TTL = %v, %v; want (4s, 5s]", ttl, err)
-		}
-		if err := l.Extend(ctx, 20*time.Second); err != nil {
-			t.Fatal(err)
-		}
-		if ttl, err := l.TTL(ctx); err != nil || ttl <= 19*time.Second || ttl > 20*time.Second {
-			t.Errorf("TTL after Extend(20s) = %v, %v", ttl, err)
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		if locked, err := e.IsLocked(ctx, "orders"); err != nil || locked {
-			t.Errorf("IsLocked after Unlock = %v, %v", locked, err)
-		}
-		if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
-			t.Errorf("second Unlock: %v, want ErrNotHeld", err)
-		}
-		if held, err := l.Held(ctx); err != nil || held {
-			t.Errorf("Held after Unlock = %v, %v", held, err)
-		}
-		if got := s.keys(t); !sameStrings(got, []string{s.ns + "lock:{orders}:fence"}) {
-			t.Errorf("keys after Unlock %q, want only the fence", got)
-		}
-	})
-}
-
 func TestLockDefaultTTL(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		ctx := ctxT(t)
@@ -115,89 +66,84 @@ func TestLockDefaultTTL(t *testing.T) {
 	})
 }
 
-// A holder whose lease ran out, and whose lock another took, must not be
-// able to touch the new holder's lock (seed 002, failure mode 1).
-func TestLockStaleHolder(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
-		stale, err := e.TryLock(ctx, "job", LockOptions{TTL: 50 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.advance(80 * time.Millisecond)
-		fresh, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Minute})
-		if err != nil {
-			t.Fatalf("lock not free after its lease: %v", err)
-		}
-		if fresh.Fence() <= stale.Fence() {
-			t.Errorf("fences %d then %d, want growth", stale.Fence(), fresh.Fence())
-		}
-		if err := stale.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
-			t.Errorf("stale Unlock: %v", err)
-		}
-		if err := stale.Extend(ctx, time.Hour); !errors.Is(err, ErrNotHeld) {
-			t.Errorf("stale Extend: %v", err)
-		}
-		if _, err := stale.TTL(ctx); !errors.Is(err, ErrNotHeld) {
-			t.Errorf("stale TTL: %v", err)
-		}
-		if held, err := stale.Held(ctx); held || err != nil {
-			t.Errorf("stale Held = %v, %v", held, err)
-		}
-		if v, _ := redis.String(s.do("HGET", s.ns+"lock:{job}", "token")); v != fresh.Token() {
-			t.Errorf("lock value %q, want the new holder's token", v)
-		}
-		if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second {
-			t.Errorf("new holder's TTL %v, %v: the stale Extend must not touch it", ttl, err)
-		}
-	})
-}
-
-func TestLockFenceGrowsAcrossEngines(t *testing.T) {
+// Fences count up by one from 1 with each acquisition of a name: across
+// engines, for a waiter, and under contention, where waiting takes no
+// fence; permits likewise. The README promises only that fences grow
+// strictly, which internal/suite checks over every client; this pins the
+// counter itself.
+func TestLockFencesAreConsecutive(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		ctx := ctxT(t)
 		engines := []*Engine{s.engine(), s.engine(), s.engine()}
-		last := int64(0)
-		for i := 0; i < 30; i++ {
+		for i := int64(1); i <= 30; i++ {
 			l, err := engines[i%3].TryLock(ctx, "f", LockOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Fence() != last+1 {
-				t.Fatalf("acquisition %d: fence %d after %d", i, l.Fence(), last)
+			if l.Fence() != i {
+				t.Fatalf("acquisition %d: fence %d", i, l.Fence())
 			}
-			last = l.Fence()
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
 		}
-	})
-}
 
-func TestLockWaitsForRelease(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+		e := s.engine()
 		a, err := e.TryLock(ctx, "w", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		released := make(chan time.Time, 1)
-		go func() {
-			time.Sleep(50 * time.Millisecond)
-			released <- time.Now()
-			a.Unlock(ctx)
-		}()
+		time.AfterFunc(50*time.Millisecond, func() { a.Unlock(ctx) })
 		b, err := e.Lock(ctx, "w", LockOptions{Wait: 10 * time.Second})
 		if err != nil {
 			t.Fatalf("waiter: %v", err)
 		}
-		lag := time.Since(<-released)
-		t.Logf("waiter took the lock %v after the release began", lag)
-		if lag > 2*time.Second {
-			t.Errorf("waiter needed %v after the release (pauses should be ms)", lag)
+		if a.Fence() != 1 || b.Fence() != 2 {
+			t.Errorf("fences %d, %d; want 1 then 2 for the waiter", a.Fence(), b.Fence())
 		}
-		if b.Fence() != a.Fence()+1 {
-			t.Errorf("fences %d, %d", a.Fence(), b.Fence())
+
+		o := SemaphoreOptions{Limit: 2, TTL: time.Minute}
+		p1, err := e.AcquireSemaphore(ctx, "pool", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p2, err := e.AcquireSemaphore(ctx, "pool", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p1.Fence() != 1 || p2.Fence() != 2 {
+			t.Errorf("permit fences %d %d, want 1 2", p1.Fence(), p2.Fence())
+		}
+
+		workers, cycles := 16, 200
+		if testing.Short() {
+			cycles = 50
+		}
+		var acquired atomic.Int64
+		var wg sync.WaitGroup
+		for w := 0; w < workers; w++ {
+			e := s.engine()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < cycles; i++ {
+					l, err := e.Lock(ctx, "mutex", LockOptions{TTL: 10 * time.Second, Wait: time.Minute})
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					acquired.Add(1)
+					if err := l.Unlock(ctx); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		fence, err := redis.Int64(s.do("GET", s.ns+"lock:{mutex}:fence"))
+		if err != nil || fence != acquired.Load() || fence != int64(workers*cycles) {
+			t.Errorf("fence %d (%v) after %d of %d acquisitions", fence, err, acquired.Load(), workers*cycles)
 		}
 	})
 }
@@ -215,115 +161,6 @@ func TestLockWaitsForExpiry(t *testing.T) {
 		}
 		if d := time.Since(start); d > 3*time.Second {
 			t.Errorf("waiter took %v for a 100ms lease", d)
-		}
-	})
-}
-
-func TestLockWaitRunsOut(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
-		if _, err := e.TryLock(ctx, "busy", LockOptions{TTL: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
-		start := time.Now()
-		_, err := e.Lock(ctx, "busy", LockOptions{Wait: 60 * time.Millisecond})
-		if !errors.Is(err, ErrNotAcquired) {
-			t.Fatalf("Lock: %v, want ErrNotAcquired", err)
-		}
-		if d := time.Since(start); d < 60*time.Millisecond {
-			t.Errorf("gave up after %v, before its 60ms wait", d)
-		}
-		if !strings.Contains(err.Error(), `lock "busy"`) {
-			t.Errorf("error %q does not name the lock", err)
-		}
-	})
-}
-
-func TestLockContext(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		e := s.engine()
-		if _, err := e.TryLock(ctxT(t), "c", LockOptions{TTL: time.Minute}); err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithCancel(context.Background())
-		time.AfterFunc(30*time.Millisecond, cancel)
-		_, err := e.Lock(ctx, "c", LockOptions{Wait: time.Minute})
-		if !errors.Is(err, context.Canceled) {
-			t.Errorf("cancelled wait: %v", err)
-		}
-		ctx, cancel = context.WithTimeout(context.Background(), 30*time.Millisecond)
-		defer cancel()
-		_, err = e.Lock(ctx, "c", LockOptions{Wait: time.Minute})
-		if !errors.Is(err, context.DeadlineExceeded) {
-			t.Errorf("deadline wait: %v", err)
-		}
-		// The waits left the queue in the background; let them finish.
-		if err := e.Close(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		e = s.engine()
-		before := s.keys(t)
-		done, cancel2 := context.WithCancel(context.Background())
-		cancel2()
-		if _, err := e.TryLock(done, "other", LockOptions{}); !errors.Is(err, context.Canceled) {
-			t.Errorf("TryLock on a done ctx: %v", err)
-		}
-		if after := s.keys(t); !sameStrings(before, after) {
-			t.Errorf("a done ctx wrote keys: %q -> %q", before, after)
-		}
-		// Acquisitions cut off mid-flight may have run on the server; none
-		// may leave the lock held by a caller that was told it failed.
-		cutOff(t, func(ctx context.Context) (func(context.Context) error, error) {
-			l, err := e.TryLock(ctx, "cut", LockOptions{TTL: time.Minute})
-			if err != nil {
-				return nil, err
-			}
-			return l.Unlock, nil
-		})
-		if err := e.Close(context.Background()); err != nil { // wait for the undos
-			t.Fatal(err)
-		}
-		if locked, err := e.IsLocked(context.Background(), "cut"); err != nil || locked {
-			v, _ := redis.String(s.do("HGET", s.ns+"lock:{cut}", "token"))
-			voids, _ := redis.Strings(s.do("KEYS", s.ns+"lock:{cut}:void:*"))
-			t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, v, len(voids), voids[:min(3, len(voids))])
-		}
-	})
-}
-
-func TestWatchdogKeepsLock(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
-		if n := watchdogs(); n != 0 {
-			t.Fatalf("%d watchdogs before the test", n)
-		}
-		l, err := e.TryLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		waitWatchdogs(t, 1)
-		time.Sleep(1200 * time.Millisecond) // four leases
-		if held, err := l.Held(ctx); err != nil || !held {
-			t.Fatalf("after four leases Held = %v, %v", held, err)
-		}
-		select {
-		case <-l.Lost():
-			t.Fatal("Lost closed while the lock was held")
-		default:
-		}
-		if err := l.Unlock(ctx); err != nil {
-			t.Fatal(err)
-		}
-		waitWatchdogs(t, 0)
-		// Nothing renews after Unlock: a new holder's lease is left alone.
-		n, err := e.TryLock(ctx, "wd", LockOptions{TTL: 200 * time.Millisecond})
-		if err != nil {
-			t.Fatal(err)
-		}
-		s.advance(250 * time.Millisecond)
-		if held, _ := n.Held(ctx); held {
-			t.Error("the new holder's lock outlived its lease: something renewed it")
 		}
 	})
 }
@@ -429,54 +266,11 @@ func watchdogs() int {
 	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Lock).watch(")
 }
 
-func TestLockMutualExclusion(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx := ctxT(t)
-		workers, cycles := 16, 200
-		if testing.Short() {
-			cycles = 50
-		}
-		var inside, overlaps, acquired atomic.Int64
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			e := s.engine()
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for i := 0; i < cycles; i++ {
-					l, err := e.Lock(ctx, "mutex", LockOptions{TTL: 10 * time.Second, Wait: time.Minute})
-					if err != nil {
-						t.Error(err)
-						return
-					}
-					if inside.Add(1) != 1 {
-						overlaps.Add(1)
-					}
-					acquired.Add(1)
-					runtime.Gosched()
-					inside.Add(-1)
-					if err := l.Unlock(ctx); err != nil {
-						t.Error(err)
-						return
-					}
-				}
-			}()
-		}
-		wg.Wait()
-		t.Logf("%d acquisitions, %d overlaps", acquired.Load(), overlaps.Load())
-		if overlaps.Load() != 0 || acquired.Load() != int64(workers*cycles) {
-			t.Errorf("%d overlaps in %d acquisitions", overlaps.Load(), acquired.Load())
-		}
-		fence, _ := redis.Int64(s.do("GET", s.ns+"lock:{mutex}:fence"))
-		if fence != int64(workers*cycles) {
-			t.Errorf("fence %d after %d acquisitions", fence, workers*cycles)
-		}
-	})
-}
-
 // After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT; redigo's
-// Script.DoContext must resend with EVAL.
-func TestScriptFlushFallsBackToEval(t *testing.T) {
+// Script.DoContext must resend with EVAL, which loads the script again.
+// (internal/suite's ScriptFlushFallsBackToEval checks the calls work over
+// every client; this checks, by the script's hash, that EVAL reloaded it.)
+func TestScriptFlushReloadsScript(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		ctx, e := ctxT(t), s.engine()
 		l, err := e.TryLock(ctx, "sf", LockOptions{})

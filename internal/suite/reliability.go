@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,9 +12,97 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
+// engineCall is one public operation, run for its error only.
 type engineCall struct {
 	name string
 	run  func(ctx context.Context, e *atomicredis.Engine) error
+}
+
+// badNames are the object names every method refuses: empty, or with a
+// brace (the engine adds the hash tag itself).
+var badNames = []string{"", "a{b", "a}b", "{x}"}
+
+// invalidCalls is every public method with every invalid argument, each
+// row named "Method: case" ("Lock.Method: case" for a method of *Lock), so
+// that TestInvalidCallsCoverTheAPI can hold the table against the method
+// sets. held is a lock the caller holds, for the methods of *Lock.
+func invalidCalls(held *atomicredis.Lock) []engineCall {
+	type E = atomicredis.Engine
+	type C = context.Context
+	var calls []engineCall
+	add := func(name string, run func(ctx C, e *E) error) {
+		calls = append(calls, engineCall{name, run})
+	}
+	// names adds one row per bad name.
+	names := func(method string, run func(ctx C, e *E, name string) error) {
+		for _, n := range badNames {
+			add(fmt.Sprintf("%s: name %q", method, n), func(ctx C, e *E) error { return run(ctx, e, n) })
+		}
+	}
+	// durations adds a negative and a sub-millisecond value of one duration.
+	durations := func(prefix string, run func(ctx C, e *E, d time.Duration) error) {
+		add(prefix+" negative", func(ctx C, e *E) error { return run(ctx, e, -time.Second) })
+		add(prefix+" sub-ms", func(ctx C, e *E) error { return run(ctx, e, 999*time.Microsecond) })
+	}
+	// counts adds 0 and -1 for a count that must be at least 1.
+	counts := func(prefix string, run func(ctx C, e *E, n int) error) {
+		add(prefix+" 0", func(ctx C, e *E) error { return run(ctx, e, 0) })
+		add(prefix+" -1", func(ctx C, e *E) error { return run(ctx, e, -1) })
+	}
+	// ids adds the ids just outside [0, 2^32).
+	ids := func(method string, run func(ctx C, e *E, id int64) error) {
+		add(method+": id -1", func(ctx C, e *E) error { return run(ctx, e, -1) })
+		add(method+": id 2^32", func(ctx C, e *E) error { return run(ctx, e, atomicredis.MaxActiveID+1) })
+	}
+
+	type lockFunc = func(C, string, lockOpts) (*atomicredis.Lock, error)
+	for method, lock := range map[string]func(*E) lockFunc{
+		"Lock":     func(e *E) lockFunc { return e.Lock },
+		"TryLock":  func(e *E) lockFunc { return e.TryLock },
+		"RLock":    func(e *E) lockFunc { return e.RLock },
+		"TryRLock": func(e *E) lockFunc { return e.TryRLock },
+		"WLock":    func(e *E) lockFunc { return e.WLock },
+		"TryWLock": func(e *E) lockFunc { return e.TryWLock },
+	} {
+		run := func(ctx C, e *E, name string, o lockOpts) error {
+			_, err := lock(e)(ctx, name, o)
+			return err
+		}
+		names(method, func(ctx C, e *E, name string) error { return run(ctx, e, name, lockOpts{}) })
+		durations(method+": TTL", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{TTL: d}) })
+		durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{Wait: d}) })
+	}
+	names("IsLocked", func(ctx C, e *E, name string) error { _, err := e.IsLocked(ctx, name); return err })
+	durations("Lock.Extend: duration", func(ctx C, e *E, d time.Duration) error { return held.Extend(ctx, d) })
+
+	names("AcquireSemaphore", func(ctx C, e *E, name string) error { return acquire(name, semOpts{Limit: 1})(ctx, e) })
+	counts("AcquireSemaphore: Limit", func(ctx C, e *E, n int) error { return acquire("s", semOpts{Limit: n})(ctx, e) })
+	durations("AcquireSemaphore: TTL", func(ctx C, e *E, d time.Duration) error {
+		return acquire("s", semOpts{Limit: 1, TTL: d})(ctx, e)
+	})
+	durations("AcquireSemaphore: Wait", func(ctx C, e *E, d time.Duration) error {
+		return acquire("s", semOpts{Limit: 1, Wait: d})(ctx, e)
+	})
+	names("SemaphoreHolders", func(ctx C, e *E, name string) error { _, err := e.SemaphoreHolders(ctx, name); return err })
+
+	names("AddRecent", func(ctx C, e *E, name string) error { return e.AddRecent(ctx, name, "x") })
+	add("AddRecent: empty item", func(ctx C, e *E) error { return e.AddRecent(ctx, "l", "") })
+	names("RemoveRecent", func(ctx C, e *E, name string) error { return e.RemoveRecent(ctx, name, "x") })
+	add("RemoveRecent: empty item", func(ctx C, e *E) error { return e.RemoveRecent(ctx, "l", "") })
+	names("SuggestRecent", func(ctx C, e *E, name string) error { _, err := e.SuggestRecent(ctx, name, "a", 1); return err })
+	counts("SuggestRecent: limit", func(ctx C, e *E, n int) error { _, err := e.SuggestRecent(ctx, "l", "a", n); return err })
+	names("AddMembers", func(ctx C, e *E, name string) error { return e.AddMembers(ctx, name, "x") })
+	names("RemoveMembers", func(ctx C, e *E, name string) error { return e.RemoveMembers(ctx, name, "x") })
+	names("Suggest", func(ctx C, e *E, name string) error { _, err := e.Suggest(ctx, name, "a", 1); return err })
+	counts("Suggest: limit", func(ctx C, e *E, n int) error { _, err := e.Suggest(ctx, "s", "a", n); return err })
+
+	names("MarkActive", func(ctx C, e *E, name string) error { return e.MarkActive(ctx, name, "p", 1) })
+	ids("MarkActive", func(ctx C, e *E, id int64) error { return e.MarkActive(ctx, "g", "p", id) })
+	names("IsActive", func(ctx C, e *E, name string) error { _, err := e.IsActive(ctx, name, "p", 1); return err })
+	ids("IsActive", func(ctx C, e *E, id int64) error { _, err := e.IsActive(ctx, "g", "p", id); return err })
+	names("CountActive", func(ctx C, e *E, name string) error { _, err := e.CountActive(ctx, name, "p"); return err })
+	add("CountActive: no periods", func(ctx C, e *E) error { _, err := e.CountActive(ctx, "g"); return err })
+	return calls
 }
 
 func tryLock(name string, o lockOpts) func(context.Context, *atomicredis.Engine) error {
@@ -27,42 +116,8 @@ func acquire(name string, o semOpts) func(context.Context, *atomicredis.Engine) 
 	}
 }
 
-// invalidCalls are the public methods with every kind of bad argument.
-func invalidCalls() []engineCall {
-	type E = atomicredis.Engine
-	type C = context.Context
-	return []engineCall{
-		{"TryLock empty name", tryLock("", lockOpts{})},
-		{"TryLock name with {", tryLock("a{b", lockOpts{})},
-		{"TryLock name with }", tryLock("a}b", lockOpts{})},
-		{"TryLock negative TTL", tryLock("a", lockOpts{TTL: -time.Second})},
-		{"TryLock sub-ms TTL", tryLock("a", lockOpts{TTL: time.Microsecond})},
-		{"Lock sub-ms Wait", func(ctx C, e *E) error {
-			_, err := e.Lock(ctx, "a", lockOpts{Wait: 999 * time.Microsecond})
-			return err
-		}},
-		{"Lock empty name", func(ctx C, e *E) error { _, err := e.Lock(ctx, "", lockOpts{}); return err }},
-		{"IsLocked braces", func(ctx C, e *E) error { _, err := e.IsLocked(ctx, "{x}"); return err }},
-		{"AcquireSemaphore limit 0", acquire("s", semOpts{})},
-		{"AcquireSemaphore limit -1", acquire("s", semOpts{Limit: -1})},
-		{"AcquireSemaphore braces", acquire("s}", semOpts{Limit: 1})},
-		{"AcquireSemaphore negative TTL", acquire("s", semOpts{Limit: 1, TTL: -time.Millisecond})},
-		{"AcquireSemaphore sub-ms Wait", acquire("s", semOpts{Limit: 1, Wait: time.Nanosecond})},
-		{"SemaphoreHolders empty name", func(ctx C, e *E) error { _, err := e.SemaphoreHolders(ctx, ""); return err }},
-		{"AddRecent empty list", func(ctx C, e *E) error { return e.AddRecent(ctx, "", "x") }},
-		{"AddRecent empty item", func(ctx C, e *E) error { return e.AddRecent(ctx, "l", "") }},
-		{"RemoveRecent braces", func(ctx C, e *E) error { return e.RemoveRecent(ctx, "}", "x") }},
-		{"SuggestRecent limit 0", func(ctx C, e *E) error { _, err := e.SuggestRecent(ctx, "l", "a", 0); return err }},
-		{"AddMembers braces", func(ctx C, e *E) error { return e.AddMembers(ctx, "{s}", "x") }},
-		{"RemoveMembers empty set", func(ctx C, e *E) error { return e.RemoveMembers(ctx, "", "x") }},
-		{"Suggest limit -1", func(ctx C, e *E) error { _, err := e.Suggest(ctx, "s", "a", -1); return err }},
-		{"MarkActive id -1", func(ctx C, e *E) error { return e.MarkActive(ctx, "g", "p", -1) }},
-		{"MarkActive id 2^32", func(ctx C, e *E) error { return e.MarkActive(ctx, "g", "p", 1<<32) }},
-		{"IsActive braces", func(ctx C, e *E) error { _, err := e.IsActive(ctx, "g}", "p", 1); return err }},
-		{"CountActive no periods", func(ctx C, e *E) error { _, err := e.CountActive(ctx, "g"); return err }},
-	}
-}
-
+// Every invalid argument is ErrInvalid, with the package's prefix, and
+// writes nothing.
 func badInputWritesNothing(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
 	held, err := e.TryLock(ctx, "held", lockOpts{})
@@ -70,17 +125,12 @@ func badInputWritesNothing(t *testing.T, s *server) {
 		t.Fatal(err)
 	}
 	before := s.snapshot(t)
-	for _, c := range invalidCalls() {
-		if err := c.run(ctx, e); !errors.Is(err, atomicredis.ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
-		}
-	}
-	for name, err := range map[string]error{
-		"Extend negative": held.Extend(ctx, -time.Second),
-		"Extend sub-ms":   held.Extend(ctx, time.Nanosecond),
-	} {
+	for _, c := range invalidCalls(held) {
+		err := c.run(ctx, e)
 		if !errors.Is(err, atomicredis.ErrInvalid) {
-			t.Errorf("%s: %v, want ErrInvalid", name, err)
+			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
+		} else if !strings.HasPrefix(err.Error(), "atomicredis: ") {
+			t.Errorf("%s: error %q lacks the package prefix", c.name, err)
 		}
 	}
 	bad := atomicredis.New(s.Pool, atomicredis.WithNamespace(s.ns+"{"))
@@ -92,34 +142,53 @@ func badInputWritesNothing(t *testing.T, s *server) {
 	}
 }
 
-// A key of the wrong type at an object's name: an error that carries the
-// server's reply (a redis.Error, so it tells a failed script from a broken
-// connection), and the key untouched.
+// A key of the wrong type at an object's name, or at one of its other
+// keys: an error that carries the server's reply (a redis.Error, so it
+// tells a failed script from a broken connection), and the keys untouched.
 func wrongType(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
 	for _, c := range []struct {
 		name string
-		key  string // <ns><kind>:{<name>}..., the layout the README documents
+		key  string // <ns><kind>:{<name>}..., the object's key layout
 		run  func() error
 	}{
 		{"TryLock on a list", "lock:{w}", func() error { return tryLock("w", lockOpts{})(ctx, e) }},
+		{"TryLock with a list fence", "lock:{f}:fence", func() error { return tryLock("f", lockOpts{})(ctx, e) }},
 		{"IsLocked on a list", "lock:{w}", func() error { _, err := e.IsLocked(ctx, "w"); return err }},
+		{"TryRLock on a list", "rw:{w}", func() error { _, err := e.TryRLock(ctx, "w", lockOpts{}); return err }},
+		{"WLock, waiters a list", "rw:{w}:waiters", func() error { _, err := e.WLock(ctx, "w", lockOpts{}); return err }},
+		{"RLock with a list fence", "rw:{f}:fence", func() error { _, err := e.RLock(ctx, "f", lockOpts{}); return err }},
+		{"WLock, queue a list", "rw:{w}:queue", func() error { _, err := e.WLock(ctx, "w", lockOpts{}); return err }},
 		{"AcquireSemaphore on a list", "sem:{w}", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
+		{"AcquireSemaphore, owner a list", "sem:{w}:owner", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
+		{"AcquireSemaphore, counter a list", "sem:{w}:counter", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
 		{"SemaphoreHolders on a list", "sem:{w}", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
+		{"SemaphoreHolders, owner a list", "sem:{w}:owner", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
 		{"AddRecent on a set", "recent:{w}", func() error { return e.AddRecent(ctx, "w", "x") }},
 		{"SuggestRecent on a set", "recent:{w}", func() error { _, err := e.SuggestRecent(ctx, "w", "x", 1); return err }},
+		{"AddRecent on a zset", "recent:{w}", func() error { return e.AddRecent(ctx, "w", "x") }},
+		{"RemoveRecent on a zset", "recent:{w}", func() error { return e.RemoveRecent(ctx, "w", "x") }},
+		{"SuggestRecent on a zset", "recent:{w}", func() error { _, err := e.SuggestRecent(ctx, "w", "x", 1); return err }},
 		{"AddMembers on a list", "members:{w}", func() error { return e.AddMembers(ctx, "w", "x", "y") }},
 		{"Suggest on a list", "members:{w}", func() error { _, err := e.Suggest(ctx, "w", "x", 1); return err }},
 		{"RemoveMembers on a list", "members:{w}", func() error { return e.RemoveMembers(ctx, "w", "x") }},
 		{"MarkActive on a list", "active:{w}:p", func() error { return e.MarkActive(ctx, "w", "p", 1) }},
-		{"CountActive on a list", "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
+		{"IsActive on a list", "active:{w}:p", func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
+		{"CountActive, one period a list", "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
+		{"CountActive, a later period a list", "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "a", "b", "p"); return err }},
 	} {
 		key := s.ns + c.key
 		s.must(t, "DEL", key)
-		if strings.Contains(c.name, "on a set") {
+		switch {
+		case strings.Contains(c.name, "on a set"):
 			s.must(t, "SADD", key, "x")
-		} else {
+		case strings.Contains(c.name, "on a zset"):
+			s.must(t, "ZADD", key, 1, "x")
+		default:
 			s.must(t, "RPUSH", key, "x", "y\xff")
+		}
+		if strings.Contains(c.name, "CountActive") {
+			s.must(t, "SETBIT", s.ns+"active:{w}:a", 3, 1) // a good period before the bad one
 		}
 		before := s.snapshot(t)
 		err := c.run()
@@ -132,7 +201,35 @@ func wrongType(t *testing.T, s *server) {
 		if after := s.snapshot(t); !sameMap(before, after) {
 			t.Errorf("%s changed keys: %q -> %q", c.name, before, after)
 		}
-		s.must(t, "DEL", key)
+		s.must(t, "DEL", key, s.ns+"active:{w}:a")
+	}
+
+	// A fence key holding text, not a counter, is refused before the lock
+	// is taken.
+	s.must(t, "SET", s.ns+"lock:{g}:fence", "abc")
+	if err := tryLock("g", lockOpts{})(ctx, e); err == nil {
+		t.Error("TryLock with a corrupt fence: no error")
+	}
+	if ks := s.keys(t); !sameStrings(ks, []string{s.ns + "lock:{g}:fence"}) {
+		t.Errorf("keys after a refused TryLock: %q", ks)
+	}
+
+	// A permit whose owner set was replaced by another type: an error, no
+	// change.
+	p, err := e.AcquireSemaphore(ctx, "pw", semOpts{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.must(t, "DEL", s.ns+"sem:{pw}:owner")
+	s.must(t, "RPUSH", s.ns+"sem:{pw}:owner", "x")
+	before := s.snapshot(t)
+	for name, err := range map[string]error{"Release": p.Release(ctx), "Refresh": p.Refresh(ctx)} {
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Permit.%s with a list owner set: %v", name, err)
+		}
+	}
+	if after := s.snapshot(t); !sameMap(before, after) {
+		t.Errorf("changed keys: %q -> %q", before, after)
 	}
 }
 

@@ -1,0 +1,132 @@
+package suite
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis"
+)
+
+// noInvalidArgument lists the public methods that take nothing a caller
+// could get wrong, so they need no row in invalidCalls.
+var noInvalidArgument = map[string]string{
+	"Close":          "takes only ctx",
+	"Lock.Unlock":    "takes only ctx",
+	"Lock.TTL":       "takes only ctx",
+	"Lock.Held":      "takes only ctx",
+	"Lock.Token":     "takes nothing",
+	"Lock.Fence":     "takes nothing",
+	"Lock.Lost":      "takes nothing",
+	"Permit.Release": "takes only ctx",
+	"Permit.Refresh": "takes only ctx",
+	"Permit.TTL":     "takes only ctx",
+	"Permit.Held":    "takes only ctx",
+	"Permit.Token":   "takes nothing",
+	"Permit.Fence":   "takes nothing",
+}
+
+// invalidCases are the rows a method's signature calls for: its first
+// string is an object name (every bad name); an int is a count (0, -1);
+// an int64 an activity id; a time.Duration a lease; an options struct
+// brings its duration and int fields. Other strings (items, prefixes,
+// periods) and variadic lists have no rule here: their rows are written
+// by hand.
+func invalidCases(m reflect.Method) []string {
+	var cases []string
+	durations := func(prefix string) { cases = append(cases, prefix+" negative", prefix+" sub-ms") }
+	counts := func(prefix string) { cases = append(cases, prefix+" 0", prefix+" -1") }
+	ctxType := reflect.TypeOf((*context.Context)(nil)).Elem()
+	durType := reflect.TypeOf(time.Duration(0))
+	named := false
+	for i := 1; i < m.Type.NumIn(); i++ { // 0 is the receiver
+		in := m.Type.In(i)
+		if m.Type.IsVariadic() && i == m.Type.NumIn()-1 {
+			continue
+		}
+		switch {
+		case in == ctxType:
+		case in.Kind() == reflect.String && !named:
+			named = true
+			for _, n := range badNames {
+				cases = append(cases, fmt.Sprintf("name %q", n))
+			}
+		case in.Kind() == reflect.String:
+		case in == durType:
+			durations("duration")
+		case in.Kind() == reflect.Int:
+			counts("limit")
+		case in.Kind() == reflect.Int64:
+			cases = append(cases, "id -1", "id 2^32")
+		case in.Kind() == reflect.Struct:
+			for j := 0; j < in.NumField(); j++ {
+				f := in.Field(j)
+				switch {
+				case f.Type == durType:
+					durations(f.Name)
+				case f.Type.Kind() == reflect.Int:
+					counts(f.Name)
+				}
+			}
+		default:
+			cases = append(cases, "<no rule for an argument of type "+in.String()+">")
+		}
+	}
+	return cases
+}
+
+// Every exported method of *Engine, *Lock and *Permit either has a row in
+// invalidCalls for each invalid value its arguments can take, or is listed
+// in noInvalidArgument (and then takes nothing but ctx); and every row
+// names a method that exists.
+func TestInvalidCallsCoverTheAPI(t *testing.T) {
+	rows := map[string]bool{}
+	for _, c := range invalidCalls(nil) {
+		if rows[c.name] {
+			t.Errorf("row %q twice", c.name)
+		}
+		rows[c.name] = true
+	}
+	ctxType := reflect.TypeOf((*context.Context)(nil)).Elem()
+	methods := map[string]bool{}
+	for _, typ := range []struct {
+		prefix string
+		t      reflect.Type
+	}{
+		{"", reflect.TypeOf(&atomicredis.Engine{})},
+		{"Lock.", reflect.TypeOf((*atomicredis.Lock)(nil))},
+		{"Permit.", reflect.TypeOf((*atomicredis.Permit)(nil))},
+	} {
+		for i := 0; i < typ.t.NumMethod(); i++ {
+			m := typ.t.Method(i)
+			name := typ.prefix + m.Name
+			methods[name] = true
+			if why, ok := noInvalidArgument[name]; ok {
+				for j := 1; j < m.Type.NumIn(); j++ {
+					if m.Type.In(j) != ctxType {
+						t.Errorf("%s is exempt (%s) but takes a %s", name, why, m.Type.In(j))
+					}
+				}
+				continue
+			}
+			cases := invalidCases(m)
+			if len(cases) == 0 {
+				t.Errorf("%s: no invalid argument known: write its rows in invalidCalls or exempt it in noInvalidArgument with the reason", name)
+			}
+			for _, c := range cases {
+				if !rows[name+": "+c] {
+					t.Errorf("invalidCalls has no row %q", name+": "+c)
+				}
+			}
+		}
+	}
+	for row := range rows {
+		method, _, ok := strings.Cut(row, ": ")
+		if !ok || !methods[method] {
+			t.Errorf("row %q does not name a method (want \"Method: case\")", row)
+		}
+	}
+}

@@ -379,13 +379,10 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 		// Ours, staged the same way: the acquire is one script, so there is
 		// no second step to hold back; whichever lands first gets the slot.
 		e := s.engine()
-		var ours []*Permit
 		for i := 0; i < limit-1; i++ {
-			p, err := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
-			if err != nil {
+			if _, err := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit}); err != nil {
 				t.Fatal(err)
 			}
-			ours = append(ours, p)
 		}
 		slowOurs := New(newPool(t, startProxy(t, serverAddr(s), faults{holdOn: []byte("EVALSHA"), holdFor: 150 * time.Millisecond}).addr()), WithNamespace(s.ns))
 		var slowErr error

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"reflect"
 	"strings"
@@ -133,7 +134,7 @@ func TestReplies(t *testing.T) {
 		}
 
 		t.Run("arguments", func(t *testing.T) {
-			args := []any{42, int64(-7), 1.5, 1e21, 0.1, -0.0, true, false, nil, []byte{0, 255, '\r', '\n'}, "", "é",
+			args := []any{42, int64(-7), 1.5, 1e21, 0.1, math.Copysign(0, -1), true, false, nil, []byte{0, 255, '\r', '\n'}, "", "é",
 				arg{9}, uint8(3), int32(-4), time.Duration(5), struct{ A int }{1}, redigo.Args{"x"}, float32(0.25)}
 			same(t, s, nil, func(conn redigo.Conn) []result {
 				var out []result

@@ -1048,13 +1048,15 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	l.mu.Unlock()
 	sent := time.Now()
 	ok, err := l.extend(ctx, ttl, seq)
-	if err != nil {
+	if err != nil && !(ok && errors.Is(err, ErrNotReplicated)) {
 		return err
 	}
 	if !ok {
 		l.markLost()
 		return l.notHeld()
 	}
+	// Extended (even if too few replicas acknowledged it: the server keeps
+	// it, and err says so): the watchdog renews on the new rhythm.
 	l.mu.Lock()
 	if l.renewed.Before(sent) {
 		l.renewed = sent
@@ -1064,7 +1066,7 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	case l.reset <- struct{}{}:
 	default: // nil channel (no watchdog) or a reset already pending
 	}
-	return nil
+	return err
 }
 
 // TTL returns the lock's remaining lease, as the server counts it, or an

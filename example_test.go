@@ -13,10 +13,17 @@ import (
 func Example_lock() {
 	mr, _ := miniredis.Run() // any Redis; miniredis keeps the example self-contained
 	defer mr.Close()
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	pool := &redis.Pool{
+		MaxIdle:     16, // keep connections: with 0, redigo closes each after one call
+		MaxActive:   64,
+		IdleTimeout: time.Minute,
+		Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) },
+	}
 	ctx := context.Background()
 
 	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
+	defer e.Close(context.Background()) // stops watchdogs, waits for clean-ups
+
 	l, err := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{TTL: 5 * time.Second, Watchdog: true})
 	if err != nil {
 		fmt.Println("busy:", err)

@@ -1,6 +1,6 @@
 -- queue: the waiting queue shared by every object that waits (locks,
 -- read-write locks and semaphores), prepended to the scripts that use it
--- (embed.go, loadQueued). A queue is two keys under the object's hash tag:
+-- (embed.go's load). A queue is two keys under the object's hash tag:
 -- a sorted set token -> arrival number (the order), and a hash token ->
 -- "deadline inbox" (when the entry lapses unless its waiter renews it, in
 -- server ms, and the list its engine blocks on). Waking a waiter pushes

@@ -243,7 +243,7 @@ func duration(kind, name, field string, d, def time.Duration) (time.Duration, er
 const maxRedirects = 3
 
 // binder is a connection that can be pinned to the node serving some keys
-// before its first command, as a github.com/mna/redisc cluster connection
+// before its first command, as a redisc cluster connection
 // can. Such a connection would route EVALSHA by its first argument, the
 // SHA, not by a key.
 type binder interface {

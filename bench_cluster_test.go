@@ -4,26 +4,30 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"sort"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testcluster"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
 // The cluster's rows in the verdict table (printVerdicts): the same one
 // round trip on a cluster as on one node, and no redirect in steady state.
 func init() {
+	row := func(what, op, num, den, unit, cmp string, want float64) target {
+		return target{what, [2]string{"BenchmarkCluster/" + op + "/" + num, unit}, [2]string{"BenchmarkCluster/" + op + "/" + den, unit}, cmp, want}
+	}
 	targets = append(targets,
-		target{"lock cycle p50: cluster (redisc) ÷ its primary direct", [2]string{"BenchmarkCluster/lock", "cluster-p50-ns"}, [2]string{"BenchmarkCluster/lock", "single-p50-ns"}, "<=", 1.1},
-		target{"lock cycle mean: cluster (redisc) ÷ its primary direct", [2]string{"BenchmarkCluster/lock", "cluster-ns/op"}, [2]string{"BenchmarkCluster/lock", "single-ns/op"}, "", 0},
-		target{"lock cycle mean: cluster ÷ standalone server", [2]string{"BenchmarkCluster/lock", "cluster-ns/op"}, [2]string{"BenchmarkCluster/lock", "standalone-ns/op"}, "", 0},
-		target{"Suggest 1k p50: cluster (redisc) ÷ its primary direct", [2]string{"BenchmarkCluster/suggest", "cluster-p50-ns"}, [2]string{"BenchmarkCluster/suggest", "single-p50-ns"}, "<=", 1.1},
-		target{"Suggest 1k mean: cluster (redisc) ÷ its primary direct", [2]string{"BenchmarkCluster/suggest", "cluster-ns/op"}, [2]string{"BenchmarkCluster/suggest", "single-ns/op"}, "", 0},
-		target{"Suggest 1k mean: cluster ÷ standalone server", [2]string{"BenchmarkCluster/suggest", "cluster-ns/op"}, [2]string{"BenchmarkCluster/suggest", "standalone-ns/op"}, "", 0},
-		target{"cluster lock cycle: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/lock", "moved/1k-ops"}, [2]string{}, "<=", 0},
-		target{"cluster Suggest: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/suggest", "moved/1k-ops"}, [2]string{}, "<=", 0},
+		row("lock cycle p50: cluster (redisc) ÷ its primary direct", "lock", "cluster", "single", "p50-ns", "<=", 1.1),
+		row("lock cycle mean: cluster (redisc) ÷ its primary direct", "lock", "cluster", "single", "ns/op", "", 0),
+		row("lock cycle mean: cluster ÷ standalone server", "lock", "cluster", "standalone", "ns/op", "", 0),
+		row("Suggest 1k p50: cluster (redisc) ÷ its primary direct", "suggest", "cluster", "single", "p50-ns", "<=", 1.1),
+		row("Suggest 1k mean: cluster (redisc) ÷ its primary direct", "suggest", "cluster", "single", "ns/op", "", 0),
+		row("Suggest 1k mean: cluster ÷ standalone server", "suggest", "cluster", "standalone", "ns/op", "", 0),
+		target{"cluster lock cycle: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/lock/cluster", "moved/1k-ops"}, [2]string{}, "<=", 0},
+		target{"cluster Suggest: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/suggest/cluster", "moved/1k-ops"}, [2]string{}, "<=", 0},
 	)
 }
 
@@ -31,13 +35,15 @@ func init() {
 // scripts) and Suggest (1k members, a 2-letter prefix, limit 10), on 30
 // names of one primary's slots of the cluster of REDIS_CLUSTER_ADDRS:
 // through redisc (cluster), and through a plain pool to that primary
-// (single: the same server, scripts and replication), taking turns in one
-// run; and on the bench server, a standalone redis-server without replica
-// (standalone, reported only). moved/1k-ops counts the MOVED replies all
-// primaries sent meanwhile (INFO errorstats); conns/call the connections
-// the engine took per script call (a followed MOVED would take another).
+// (single: the same server, scripts and replication), in interleaved
+// rounds; and on the bench server, a standalone redis-server without
+// replica (standalone, reported only). One experiment per operation.
+// moved/1k-ops counts the MOVED replies all primaries sent meanwhile (INFO
+// errorstats); conns/call the connections the engine took per script call
+// (a followed MOVED would take another); srv-us/op and cpu-us/op are the
+// primary's (the standalone server's).
 func BenchmarkCluster(b *testing.B) {
-	seeds := clusterSeeds()
+	seeds := testserver.ClusterSeeds()
 	if len(seeds) == 0 {
 		b.Skip("REDIS_CLUSTER_ADDRS not set: no cluster to compare with")
 	}
@@ -45,12 +51,12 @@ func BenchmarkCluster(b *testing.B) {
 		b.Skip("the single-node side needs redis-server, not miniredis")
 	}
 	// 30 names served by one primary: the single side dials it directly.
-	rc := newRedisc(b, seeds)
-	owners, err := slotOwners(rc)
+	rc := testcluster.Client(b, seeds)
+	owners, err := testcluster.SlotOwners(rc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	primaries, err := clusterPrimaries(rc)
+	primaries, err := testcluster.Primaries(rc)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -84,27 +90,28 @@ func BenchmarkCluster(b *testing.B) {
 		members[i] = sb.String()
 	}
 	type side struct {
-		name string
-		pool func(b *testing.B) (Pool, string, func() int64) // pool, namespace, MOVED count
+		name   string
+		server string                                          // its server, for INFO
+		pool   func(b *testing.B) (Pool, string, func() int64) // pool, namespace, MOVED count
 	}
 	sides := []side{
 		// The same primary, the same scripts and replication, through a
 		// plain *redis.Pool: what the cluster side costs beyond it is
 		// redisc's and the binding's.
-		{"single", func(b *testing.B) (Pool, string, func() int64) {
+		{"single", node, func(b *testing.B) (Pool, string, func() int64) {
 			pool := newPool(b, node)
 			pool.MaxIdle = 128
 			ns := testNamespace()
 			clean(b, ns)
 			return pool, ns, func() int64 { return 0 }
 		}},
-		{"cluster", func(b *testing.B) (Pool, string, func() int64) {
+		{"cluster", node, func(b *testing.B) (Pool, string, func() int64) {
 			ns := testNamespace()
 			clean(b, ns)
-			return rediscPool{newRedisc(b, seeds)}, ns, func() int64 { return movedReplies(b, primaries) }
+			return testcluster.Pool{Cluster: testcluster.Client(b, seeds)}, ns, func() int64 { return movedReplies(b, primaries) }
 		}},
 		// The bench server (no cluster, no replica), for reference.
-		{"standalone", func(b *testing.B) (Pool, string, func() int64) {
+		{"standalone", benchAddr, func(b *testing.B) (Pool, string, func() int64) {
 			pool, ns := benchSetup(b)
 			return pool, ns, func() int64 { return 0 }
 		}},
@@ -137,84 +144,70 @@ func BenchmarkCluster(b *testing.B) {
 		}},
 	}
 	for _, op := range ops {
-		// The sides take turns, operation by operation (in a rotating
-		// order), so that a busy machine slows them alike.
-		b.Run(op.name, func(b *testing.B) {
-			type run struct {
-				e     *Engine
-				gets  *countingGets
-				moved func() int64
-				took  []time.Duration
-			}
-			runs := make([]*run, len(sides))
-			for i, sd := range sides {
-				pool, ns, moved := sd.pool(b)
-				gets := &countingGets{Pool: pool}
-				runs[i] = &run{e: New(gets, WithNamespace(ns)), gets: gets, moved: moved, took: make([]time.Duration, 0, b.N)}
-				op.setup(b, runs[i].e)
-				for _, n := range names { // warm: the scripts loaded
-					if err := op.run(runs[i].e, n, members[0][:2]); err != nil {
-						b.Fatal(err)
-					}
+		x := newExperiment(b)
+		x.rounds = max(x.rounds, opRounds())
+		x.show = []string{"ns/op", "p50-ns", "srv-us/op", "cpu-us/op"}
+		for _, sd := range sides {
+			pool, ns, moved := sd.pool(b)
+			gets := &countingGets{Pool: pool}
+			e := New(gets, WithNamespace(ns))
+			op.setup(b, e)
+			for _, n := range names { // warm: the scripts loaded
+				if err := op.run(e, n, members[0][:2]); err != nil {
+					b.Fatal(err)
 				}
 			}
-			before := make([]int64, len(runs))
-			for i, r := range runs {
-				before[i] = r.moved()
-				r.gets.n.Store(0)
+			admin, err := redis.Dial("tcp", sd.server)
+			if err != nil {
+				b.Fatal(err)
 			}
-			b.ResetTimer()
-			for i := 0; i < b.N; i++ {
-				name, prefix := names[i%len(names)], members[i%len(members)][:2]
-				for j := range runs {
-					r := runs[(i+j)%len(runs)]
-					start := time.Now()
-					if err := op.run(r.e, name, prefix); err != nil {
-						b.Fatal(err)
-					}
-					r.took = append(r.took, time.Since(start))
+			b.Cleanup(func() { admin.Close() })
+			x.add(op.name+"/"+sd.name, func(r *round) error {
+				moved0, gets0 := moved(), gets.n.Load()
+				s1, err := readServer(admin, 0)
+				if err != nil {
+					return err
 				}
-			}
-			b.StopTimer()
-			for i, sd := range sides {
-				r := runs[i]
+				var took []time.Duration
+				for start, i := time.Now(), 0; r.budget.more(i, start); i++ {
+					name, prefix := names[i%len(names)], members[(r.i*7919+i)%len(members)][:2]
+					t0 := time.Now()
+					if err := op.run(e, name, prefix); err != nil {
+						return err
+					}
+					took = append(took, time.Since(t0))
+				}
+				s2, err := readServer(admin, 0)
+				if err != nil {
+					return err
+				}
+				n := float64(len(took))
 				var sum time.Duration
-				for _, d := range r.took {
+				for _, d := range took {
 					sum += d
 				}
-				sort.Slice(r.took, func(a, b int) bool { return r.took[a] < r.took[b] })
-				reportMetric(b, float64(sum.Nanoseconds())/float64(b.N), sd.name+"-ns/op")
-				reportMetric(b, float64(r.took[len(r.took)/2].Nanoseconds()), sd.name+"-p50-ns")
-				reportMetric(b, float64(r.gets.n.Load())/float64(b.N*op.calls), sd.name+"-conns/call")
+				r.did(len(took))
+				u := s1.to(s2)
+				r.add("ns/op", float64(sum.Nanoseconds())/n)
+				r.add("p50-ns", percentile(took, 0.5)*1e6)
+				r.add("conns/call", float64(gets.n.Load()-gets0)/(n*float64(op.calls)))
+				r.add("srv-us/op", u.usec/n)
+				r.add("cpu-us/op", u.cpu*1e6/n)
 				if sd.name == "cluster" {
-					reportMetric(b, float64(r.moved()-before[i])*1000/float64(b.N), "moved/1k-ops")
+					r.add("moved/1k-ops", float64(moved()-moved0)*1000/n)
 				}
-			}
-		})
+				return nil
+			})
+		}
+		x.run()
 	}
 }
 
-// movedReplies sums the MOVED errors the primaries have replied
-// (INFO errorstats, Redis 6.2+).
+// movedReplies sums the MOVED errors the primaries have replied.
 func movedReplies(b *testing.B, primaries []string) int64 {
-	var n int64
-	for _, addr := range primaries {
-		c, err := redis.Dial("tcp", addr)
-		if err != nil {
-			b.Fatal(err)
-		}
-		info, err := redis.String(c.Do("INFO", "errorstats"))
-		c.Close()
-		if err != nil {
-			b.Fatal(err)
-		}
-		for _, line := range splitLines(info) {
-			if v, ok := strings.CutPrefix(line, "errorstat_MOVED:count="); ok {
-				var k int64
-				fmt.Sscan(v, &k)
-				n += k
-			}
-		}
+	n, err := testcluster.MovedReplies(primaries)
+	if err != nil {
+		b.Fatal(err)
 	}
 	return n
 }

@@ -15,25 +15,29 @@ import (
 var scriptFS embed.FS
 
 var (
-	scriptLockAcquire = load("lock_acquire", 6, "queue")
-	scriptLockAbandon = load("lock_abandon", 6, "queue", "lock")
+	scriptLockAcquire = load("lock_acquire", 5, "queue", "lock")
+	scriptLockAbandon = load("lock_abandon", 5, "queue", "lock")
 	scriptLockRelease = load("lock_release", 4, "queue", "lock")
 	scriptLockExtend  = load("lock_extend", 1)
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
+	scriptLockInfo    = load("lock_info", 2, "queue")
+	scriptLockForce   = load("lock_force", 4, "queue", "lock")
 
-	scriptRWAcquire = load("rw_acquire", 7, "queue", "rw")
-	scriptRWAbandon = load("rw_abandon", 7, "queue", "rw")
+	scriptRWAcquire = load("rw_acquire", 6, "queue", "rw")
+	scriptRWAbandon = load("rw_abandon", 6, "queue", "rw")
 	scriptRWRelease = load("rw_release", 5, "queue", "rw")
 	scriptRWExtend  = load("rw_extend", 2, "queue", "rw")
 	scriptRWPTTL    = load("rw_pttl", 1, "queue")
 
-	scriptSemAcquire = load("semaphore_acquire", 8, "queue", "semaphore")
-	scriptSemAbandon = load("semaphore_abandon", 8, "queue", "semaphore")
+	scriptSemAcquire = load("semaphore_acquire", 7, "queue", "semaphore")
+	scriptSemAbandon = load("semaphore_abandon", 7, "queue", "semaphore")
 	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
 	scriptSemRefresh = load("semaphore_refresh", 6, "queue", "semaphore")
 	scriptSemHolders = load("semaphore_holders", 6, "queue", "semaphore")
 	scriptSemPTTL    = load("semaphore_pttl", 2)
+	scriptSemInfo    = load("semaphore_info", 3, "queue")
+	scriptSemLimit   = load("semaphore_limit", 6, "queue", "semaphore")
 
 	scriptRecentAdd     = load("recent_add", 1)
 	scriptRecentRemove  = load("recent_remove", 1)
@@ -45,9 +49,12 @@ var (
 	// older servers refuse the shebang and Suggest falls back to the plain one).
 	scriptSuggestOOM = loadFlagged("suggest", 1, "allow-oom")
 
-	scriptActiveMark  = load("active_mark", 1)
-	scriptActiveIs    = load("active_is", 1)
-	scriptActiveCount = load("active_count", -1) // 1 scratch key + one per period
+	scriptBitsIndex  = load("bits_index", 1)
+	scriptBitsMark   = load("bits_mark", 1)
+	scriptBitsMerge  = load("bits_merge", 2)
+	scriptBitsIs     = load("bits_is", 1)
+	scriptBitsShards = load("bits_shards", -1) // one index per period
+	scriptBitsCount  = load("bits_count", -1)  // 1 scratch key + one bitmap per period
 )
 
 // scripts lists every loaded script by file name with its key count (-1:

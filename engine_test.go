@@ -75,13 +75,22 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		ctx := ctxT(t)
 		engines := []*Engine{s.engine(), s.engine(), s.engine()}
-		for i := int64(1); i <= 30; i++ {
+		before := s.serverMicros(t)
+		var first int64
+		for i := int64(0); i < 30; i++ {
 			l, err := engines[i%3].TryLock(ctx, "f", LockOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
-			if l.Fence() != i {
-				t.Fatalf("acquisition %d: fence %d", i, l.Fence())
+			if i == 0 {
+				// A name's first fence is the server's clock in microseconds.
+				first = l.Fence()
+				if after := s.serverMicros(t); first < before || first > after {
+					t.Fatalf("first fence %d, want the server's clock in µs, in [%d, %d]", first, before, after)
+				}
+			}
+			if l.Fence() != first+i {
+				t.Fatalf("acquisition %d: fence %d, want %d", i+1, l.Fence(), first+i)
 			}
 			if err := l.Unlock(ctx); err != nil {
 				t.Fatal(err)
@@ -98,23 +107,30 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 		if err != nil {
 			t.Fatalf("waiter: %v", err)
 		}
-		if a.Fence() != 1 || b.Fence() != 2 {
-			t.Errorf("fences %d, %d; want 1 then 2 for the waiter", a.Fence(), b.Fence())
+		if b.Fence() != a.Fence()+1 {
+			t.Errorf("fences %d, %d; want the next one for the waiter", a.Fence(), b.Fence())
 		}
 
 		o := SemaphoreOptions{Limit: 2, TTL: time.Minute}
-		p1, err := e.AcquireSemaphore(ctx, "pool", o)
+		p1, err := e.TryAcquireSemaphore(ctx, "pool", o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p2, err := e.AcquireSemaphore(ctx, "pool", o)
+		p2, err := e.TryAcquireSemaphore(ctx, "pool", o)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if p1.Fence() != 1 || p2.Fence() != 2 {
-			t.Errorf("permit fences %d %d, want 1 2", p1.Fence(), p2.Fence())
+		if p2.Fence() != p1.Fence()+1 {
+			t.Errorf("permit fences %d %d, want consecutive", p1.Fence(), p2.Fence())
 		}
 
+		base, err := e.TryLock(ctx, "mutex", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := base.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
 		workers, cycles := 16, 200
 		if testing.Short() {
 			cycles = 50
@@ -142,7 +158,7 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 		}
 		wg.Wait()
 		fence, err := redis.Int64(s.do("GET", s.ns+"lock:{mutex}:fence"))
-		if err != nil || fence != acquired.Load() || fence != int64(workers*cycles) {
+		if err != nil || fence != base.Fence()+acquired.Load() || acquired.Load() != int64(workers*cycles) {
 			t.Errorf("fence %d (%v) after %d of %d acquisitions", fence, err, acquired.Load(), workers*cycles)
 		}
 	})
@@ -263,7 +279,7 @@ func waitWatchdogs(t *testing.T, n int) {
 
 func watchdogs() int {
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Lock).watch(")
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*holding).keep(")
 }
 
 // After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT; redigo's
@@ -318,7 +334,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		{"Unlock (writer)", func() error { return l.Unlock(ctx) }},
 		{"WLock", func() (err error) { l, err = e.WLock(ctx, "one", LockOptions{}); return err }},
 		{"Unlock (writer)", func() error { return l.Unlock(ctx) }},
-		{"AcquireSemaphore", func() (err error) { p, err = e.AcquireSemaphore(ctx, "one", SemaphoreOptions{Limit: 1}); return err }},
+		{"AcquireSemaphore", func() (err error) { p, err = e.TryAcquireSemaphore(ctx, "one", SemaphoreOptions{Limit: 1}); return err }},
 		{"Refresh", func() error { return p.Refresh(ctx) }},
 		{"SemaphoreHolders", func() error { _, err := e.SemaphoreHolders(ctx, "one"); return err }},
 		{"Release", func() error { return p.Release(ctx) }},
@@ -331,6 +347,8 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		{"MarkActive", func() error { return e.MarkActive(ctx, "one", "d1", 7) }},
 		{"IsActive", func() error { _, err := e.IsActive(ctx, "one", "d1", 7); return err }},
 		{"CountActive", func() error { _, err := e.CountActive(ctx, "one", "d1", "d2"); return err }},
+		{"MarkActiveMany", func() error { return e.MarkActiveMany(ctx, "one", "d2", 7, 8, 9) }},
+		{"CountActiveAll", func() error { _, err := e.CountActiveAll(ctx, "one", "d1", "d2"); return err }},
 	}
 	for _, op := range ops { // load the scripts first
 		if err := op.run(); err != nil {
@@ -339,8 +357,18 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 	}
 	for _, op := range ops {
 		got := monitor(t, addr, s.ns, op.run)
-		if len(got) != 1 || !strings.HasPrefix(got[0], `"EVALSHA"`) {
-			t.Errorf("%s sent %q, want exactly one EVALSHA", op.name, got)
+		want := 1
+		if strings.HasPrefix(op.name, "CountActive") {
+			want = 2 // the periods' indexes, then the one shard
+		}
+		evalsha := 0
+		for _, cmd := range got {
+			if strings.HasPrefix(cmd, `"EVALSHA"`) {
+				evalsha++
+			}
+		}
+		if len(got) != want || evalsha != want {
+			t.Errorf("%s sent %q, want exactly %d EVALSHA", op.name, got, want)
 		}
 	}
 }
@@ -383,25 +411,34 @@ func monitor(t *testing.T, addr, ns string, f func() error) []string {
 
 // Extend must win against a watchdog renewal sent before it, however late
 // that renewal lands: the proxy holds back every command carrying the old
-// 300 ms lease for 80 ms, so a renewal (sent 100 ms after the acquire
-// returned) is in flight when Extend(1h) is sent, and lands after it. The
-// server must keep the hour.
+// 600 ms lease for 160 ms, so a renewal (sent 200 ms after the acquire was)
+// is in flight when Extend(1h) is sent, and lands after it. The server
+// must keep the hour.
 func TestExtendBeatsLateRenewal(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
-		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte("\r\n300\r\n"), holdFor: 80 * time.Millisecond})
+		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte("\r\n600\r\n"), holdFor: 160 * time.Millisecond})
 		e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
 		ctx := ctxT(t)
+		// The scripts loaded straight, so that no NOSCRIPT doubles a hold.
+		warm, err := s.engine().TryLock(ctx, "warm", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		warm.Extend(ctx, time.Minute)
+		warm.Unlock(ctx)
 		for i := 0; i < 5; i++ {
-			l, err := e.TryLock(ctx, "ext", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+			l, err := e.TryLock(ctx, "ext", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(time.Duration(120+8*i) * time.Millisecond) // a renewal is on its way
+			// The TryLock was held back 160 ms; the first renewal goes 200 ms
+			// after it was sent, and is held back until 360 ms.
+			time.Sleep(time.Duration(80+16*i) * time.Millisecond) // a renewal is on its way
 			if err := l.Extend(ctx, time.Hour); err != nil {
 				t.Fatalf("round %d: Extend: %v", i, err)
 			}
-			time.Sleep(150 * time.Millisecond) // every held renewal has landed
+			time.Sleep(300 * time.Millisecond) // every held renewal has landed
 			pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{ext}"))
 			if pttl < int64(50*time.Minute/time.Millisecond) {
 				t.Fatalf("round %d: PTTL %d ms after Extend(1h) returned: an older renewal shortened the lease", i, pttl)
@@ -419,7 +456,7 @@ func TestExtendBeatsLateRenewal(t *testing.T) {
 }
 
 // defer l.Unlock(ctx) on a request context that was cancelled meanwhile
-// must still release the lock (DESIGN.md, "Unlock and Release always try").
+// must still release the lock (README, "Locks": Unlock always tries).
 func TestUnlockOnDoneContext(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		e := s.engine()
@@ -428,7 +465,7 @@ func TestUnlockOnDoneContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := e.AcquireSemaphore(ctx, "done", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+		p, err := e.TryAcquireSemaphore(ctx, "done", SemaphoreOptions{Limit: 1, TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -496,8 +533,8 @@ func TestGiveUpSendsNothingExtra(t *testing.T) {
 	defer cancel()
 	start := time.Now()
 	_, err = e.TryLock(ctx, "busy", LockOptions{})
-	if !errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, ErrNotAcquired) {
-		t.Errorf("TryLock on a saturated pool: %v, want ErrNotAcquired and DeadlineExceeded", err)
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, ErrNotAcquired) {
+		t.Errorf("TryLock on a saturated pool: %v, want DeadlineExceeded and not ErrNotAcquired (no server answered)", err)
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Errorf("TryLock with a 20ms ctx on a saturated pool returned after %v", d)
@@ -546,7 +583,7 @@ func TestEngineClose(t *testing.T) {
 			select {
 			case <-l.Lost():
 			default:
-				t.Errorf("lock %q: Lost open after Close stopped its watchdog", l.name)
+				t.Errorf("lock %q: Lost open after Close stopped its watchdog", l.obj.name)
 			}
 		}
 		if locked, err := e.IsLocked(ctx, "cut"); err != nil || locked {
@@ -568,7 +605,7 @@ func undos() int {
 	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Engine).undo(")
 }
 
-// No method of a nil holding panics (DESIGN.md, "Nil holdings").
+// No method of a nil holding panics (README, "Locks").
 func TestNilHoldings(t *testing.T) {
 	ctx := ctxT(t)
 	var l *Lock
@@ -612,7 +649,7 @@ func TestWaitEndedByContext(t *testing.T) {
 		if _, err := e.TryLock(ctxT(t), "busy", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := e.AcquireSemaphore(ctxT(t), "busy", SemaphoreOptions{Limit: 1, TTL: time.Minute}); err != nil {
+		if _, err := e.TryAcquireSemaphore(ctxT(t), "busy", SemaphoreOptions{Limit: 1, TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		ctx, cancel := context.WithCancel(context.Background())

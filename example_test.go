@@ -2,6 +2,8 @@ package atomicredis_test
 
 import (
 	"context"
+	"errors"
+	"expvar"
 	"fmt"
 	"time"
 
@@ -13,25 +15,48 @@ import (
 func Example_lock() {
 	mr, _ := miniredis.Run() // any Redis; miniredis keeps the example self-contained
 	defer mr.Close()
+	addr := mr.Addr()
 	pool := &redis.Pool{
 		MaxIdle:     16, // keep connections: with 0, redigo closes each after one call
 		MaxActive:   64,
-		IdleTimeout: time.Minute,
-		Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) },
+		Wait:        true, // wait for a free connection rather than fail at once
+		IdleTimeout: 5 * time.Minute,
+		Dial: func() (redis.Conn, error) {
+			return redis.Dial("tcp", addr,
+				redis.DialConnectTimeout(2*time.Second),
+				redis.DialReadTimeout(10*time.Second), // longer than any blocking read of the engine's
+				redis.DialWriteTimeout(2*time.Second))
+		},
+		TestOnBorrow: func(c redis.Conn, idleSince time.Time) error {
+			if time.Since(idleSince) < 30*time.Second {
+				return nil // a PING only for a connection idle a while, not one per call
+			}
+			_, err := c.Do("PING")
+			return err
+		},
 	}
 	ctx := context.Background()
 
 	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
 	defer e.Close(context.Background()) // stops watchdogs, waits for clean-ups
 
-	l, err := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{TTL: 5 * time.Second, Watchdog: true})
-	if err != nil {
-		fmt.Println("busy:", err)
+	l, err := e.Lock(ctx, "cart:42", atomicredis.LockOptions{TTL: 5 * time.Second, Watchdog: true})
+	if errors.Is(err, atomicredis.ErrNotAcquired) {
+		fmt.Println("busy: another request holds cart 42")
 		return
 	}
-	defer l.Unlock(ctx)
-	fmt.Println("fence", l.Fence()) // hand this to the guarded resource
-	// Output: fence 1
+	if err != nil {
+		fmt.Println("no lock:", err) // Redis unreachable, or ctx ended: not "busy"
+		return
+	}
+	defer l.Unlock(ctx)           // runs even if ctx is done by then
+	ctx, cancel := l.Context(ctx) // ends if the lock is lost
+	defer cancel()
+	// Hand Fence and Token to the guarded store with the write (see the
+	// README): a name's first fence is the server's clock in microseconds,
+	// each later one the last plus one.
+	fmt.Println("fence of 16 digits:", len(fmt.Sprint(l.Fence())) == 16, ctx.Err() == nil)
+	// Output: fence of 16 digits: true true
 }
 
 func Example_autocomplete() {
@@ -41,7 +66,8 @@ func Example_autocomplete() {
 	ctx := context.Background()
 	e := atomicredis.New(pool)
 
-	// Recent contacts (the book's list): newest first, prefix ignoring ASCII case.
+	// Recent contacts (the book's list): exact matches, then prefixes, then
+	// the rest that contain the query; ASCII case ignored; newest first in each.
 	for _, c := range []string{"alice", "Bob", "Albert"} {
 		e.AddRecent(ctx, "user:7", c)
 	}
@@ -68,7 +94,42 @@ func Example_activity() {
 	e.MarkActive(ctx, "logins", "2026-11-21", 42)
 	e.MarkActive(ctx, "logins", "2026-11-21", 7)
 	today, _ := e.IsActive(ctx, "logins", "2026-11-21", 7)
-	both, _ := e.CountActive(ctx, "logins", "2026-11-20", "2026-11-21")
-	fmt.Println(today, both)
-	// Output: true 2
+	either, _ := e.CountActive(ctx, "logins", "2026-11-20", "2026-11-21")
+	both, _ := e.CountActiveAll(ctx, "logins", "2026-11-20", "2026-11-21")
+	fmt.Println(today, either, both)
+	// Output: true 2 1
+}
+
+// waitBuckets are the upper bounds of the wait-time histogram.
+var waitBuckets = []time.Duration{time.Millisecond, 10 * time.Millisecond, 100 * time.Millisecond, time.Second, 10 * time.Second}
+
+// Example_metrics turns the engine's events into expvar counters (by
+// object and event) and a histogram of how long acquisitions waited, with
+// the standard library only; /debug/vars serves them.
+func Example_metrics() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	pool := &redis.Pool{MaxIdle: 16, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	ctx := context.Background()
+
+	events := expvar.NewMap("atomicredis_events")       // "lock acquired" -> count
+	waited := expvar.NewMap("atomicredis_wait_seconds") // "le_0.01" -> count, cumulative
+	e := atomicredis.New(pool, atomicredis.WithObserver(func(ev atomicredis.Event) {
+		events.Add(ev.Object+" "+ev.Type.String(), 1) // quick: no I/O, no locks held long
+		if ev.Type == atomicredis.EventAcquired {
+			for _, b := range waitBuckets {
+				if ev.Wait <= b {
+					waited.Add(fmt.Sprintf("le_%g", b.Seconds()), 1)
+				}
+			}
+			waited.Add("count", 1)
+		}
+	}))
+	defer e.Close(ctx)
+
+	l, _ := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{})
+	e.TryLock(ctx, "invoice:42", atomicredis.LockOptions{}) // refused while held: counted as "lock not acquired"
+	l.Unlock(ctx)
+	fmt.Println(events.Get("lock acquired"), events.Get("lock not acquired"), events.Get("lock released"), waited.Get("count"))
+	// Output: 1 1 1 1
 }

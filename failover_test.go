@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
@@ -20,10 +19,11 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testcluster"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -76,82 +76,57 @@ func TestFencePairRule(t *testing.T) {
 }
 
 // clusterNode is one redis-server of a private cluster.
-type clusterNode struct {
-	port int
-	dir  string
-	cmd  *exec.Cmd
-	done chan struct{} // closed when the process has exited
-}
-
-func (n *clusterNode) addr() string { return "127.0.0.1:" + strconv.Itoa(n.port) }
-
-func (n *clusterNode) alive() bool {
-	select {
-	case <-n.done:
-		return false
-	default:
-		return n.cmd != nil
-	}
-}
-
-// do runs one command on the node, on a fresh connection.
-func (n *clusterNode) do(cmd string, args ...any) (any, error) {
-	c, err := redis.Dial("tcp", n.addr(), redis.DialConnectTimeout(time.Second), redis.DialReadTimeout(5*time.Second))
-	if err != nil {
-		return nil, err
-	}
-	defer c.Close()
-	return c.Do(cmd, args...)
-}
+type clusterNode = testserver.Redis
 
 // privateCluster is three primaries and three replicas that one test owns.
 type privateCluster struct {
 	t     *testing.T
-	bin   string
 	nodes []*clusterNode
 }
 
 // startPrivateCluster starts six cluster-enabled redis-servers on free
-// loopback ports in 31100-31999 (each port and its bus port, +10000, free),
-// joins them with redis-cli --cluster create (one replica per primary), and
-// waits until the cluster is healthy. cluster-node-timeout is 1 s, and a
-// replica may always take over (cluster-replica-validity-factor 0). The
-// processes die with the test.
+// loopback ports (testserver.StartClusterNode), joins them with redis-cli
+// --cluster create (one replica per primary), and waits until the cluster
+// is healthy. cluster-node-timeout is 1 s, and a replica may always take
+// over (cluster-replica-validity-factor 0). The processes die with the
+// test. It is heavy (a minute or more for the tests that use it): it runs
+// only in a full run.
 func startPrivateCluster(t *testing.T) *privateCluster {
 	t.Helper()
-	bin, err := exec.LookPath("redis-server")
-	if err != nil {
+	if !testserver.Full() || testing.Short() {
+		t.Skip("failover tests start private clusters: they run in a full run (REDIS_ADDR set), without -short")
+	}
+	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("no redis-server on PATH: failover tests need a private cluster")
 	}
 	cli, err := exec.LookPath("redis-cli")
 	if err != nil {
 		t.Skip("no redis-cli on PATH: failover tests need it to create a cluster")
 	}
-	pc := &privateCluster{t: t, bin: bin}
+	pc := &privateCluster{t: t}
 	dir := t.TempDir()
 	t.Cleanup(func() {
 		for _, n := range pc.nodes {
-			n.kill()
+			n.Kill()
 		}
 		if t.Failed() {
 			for _, n := range pc.nodes {
-				if log, err := os.ReadFile(filepath.Join(n.dir, "log")); err == nil {
-					t.Logf("log of %s (last lines):\n%s", n.addr(), lastLines(string(log), 15))
-				}
+				t.Logf("log of %s (last lines):\n%s", n.Addr(), n.LastLog(15))
 			}
 		}
 	})
-	for _, port := range freeClusterPorts(t, 6) {
-		n := &clusterNode{port: port, dir: filepath.Join(dir, strconv.Itoa(port))}
-		if err := os.MkdirAll(n.dir, 0o755); err != nil {
+	for i := 0; i < 6; i++ {
+		n, err := testserver.StartClusterNode(filepath.Join(dir, strconv.Itoa(i)),
+			"--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
+			"--enable-debug-command", "local")
+		if err != nil {
 			t.Fatal(err)
 		}
 		pc.nodes = append(pc.nodes, n)
-		pc.start(n)
 	}
 	args := []string{"--cluster", "create"}
 	for _, n := range pc.nodes {
-		args = append(args, n.addr())
+		args = append(args, n.Addr())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -162,71 +137,12 @@ func startPrivateCluster(t *testing.T) *privateCluster {
 	return pc
 }
 
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	return strings.Join(lines[max(0, len(lines)-n):], "\n")
-}
-
-// freeClusterPorts picks n ports in 31100-31999 whose bus ports are free
-// too.
-func freeClusterPorts(t *testing.T, n int) []int {
-	t.Helper()
-	free := func(p int) bool {
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(p))
-		if err != nil {
-			return false
-		}
-		l.Close()
-		return true
-	}
-	var ports []int
-	for start, tries := 31100+rand.N(850), 0; len(ports) < n && tries < 900; tries++ {
-		p := 31100 + (start-31100+tries)%900
-		if free(p) && free(p+10000) {
-			ports = append(ports, p)
-		}
-	}
-	if len(ports) < n {
-		t.Fatalf("found only %d free port pairs in 31100-31999", len(ports))
-	}
-	return ports
-}
-
-// childAttr, when set (procattr_linux_test.go), is the SysProcAttr of the
-// redis-servers a test starts.
-var childAttr func() *syscall.SysProcAttr
-
-// start (re)starts a node's redis-server on its port and directory; its
-// nodes.conf there keeps its identity, so a restarted node rejoins.
-func (pc *privateCluster) start(n *clusterNode) {
+// restart starts a killed node again on its port and directory; its
+// nodes.conf there keeps its identity, so it rejoins.
+func (pc *privateCluster) restart(n *clusterNode) {
 	pc.t.Helper()
-	n.cmd = exec.Command(pc.bin, "--bind", "127.0.0.1", "--port", strconv.Itoa(n.port), "--dir", n.dir,
-		"--save", "", "--appendonly", "no", "--logfile", "log",
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-		"--cluster-node-timeout", "1000", "--cluster-replica-validity-factor", "0",
-		"--enable-debug-command", "local")
-	if childAttr != nil {
-		n.cmd.SysProcAttr = childAttr()
-	}
-	if err := n.cmd.Start(); err != nil {
+	if err := n.Start(); err != nil {
 		pc.t.Fatal(err)
-	}
-	n.done = make(chan struct{})
-	go func(cmd *exec.Cmd, done chan struct{}) { cmd.Wait(); close(done) }(n.cmd, n.done)
-	for i := 0; i < 100; i++ {
-		if _, err := n.do("PING"); err == nil {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	pc.t.Fatalf("redis-server on %s did not answer", n.addr())
-}
-
-// kill ends a node at once (SIGKILL), as a crash would.
-func (n *clusterNode) kill() {
-	if n.alive() {
-		n.cmd.Process.Kill()
-		<-n.done
 	}
 }
 
@@ -234,14 +150,14 @@ func (n *clusterNode) kill() {
 func (pc *privateCluster) addrs() []string {
 	var out []string
 	for _, n := range pc.nodes {
-		out = append(out, n.addr())
+		out = append(out, n.Addr())
 	}
 	return out
 }
 
 func (pc *privateCluster) node(addr string) *clusterNode {
 	for _, n := range pc.nodes {
-		if n.addr() == addr {
+		if n.Addr() == addr {
 			return n
 		}
 	}
@@ -254,10 +170,10 @@ func (pc *privateCluster) node(addr string) *clusterNode {
 func (pc *privateCluster) owner(slot int) (primary, replica *clusterNode, ok bool) {
 	var agreed string
 	for _, n := range pc.nodes {
-		if !n.alive() {
+		if !n.Alive() {
 			continue
 		}
-		v, err := redis.Values(n.do("CLUSTER", "SLOTS"))
+		v, err := redis.Values(n.Do("CLUSTER", "SLOTS"))
 		if err != nil {
 			return nil, nil, false
 		}
@@ -293,7 +209,7 @@ func (pc *privateCluster) owner(slot int) (primary, replica *clusterNode, ok boo
 // replicaOf is the replica of primary p, by p's INFO replication.
 func (pc *privateCluster) replicaOf(p *clusterNode) *clusterNode {
 	pc.t.Helper()
-	info, err := redis.String(p.do("INFO", "replication"))
+	info, err := redis.String(p.Do("INFO", "replication"))
 	if err != nil {
 		pc.t.Fatal(err)
 	}
@@ -312,7 +228,7 @@ func (pc *privateCluster) replicaOf(p *clusterNode) *clusterNode {
 			return pc.node(net.JoinHostPort(ip, port))
 		}
 	}
-	pc.t.Fatalf("%s has no replica:\n%s", p.addr(), info)
+	pc.t.Fatalf("%s has no replica:\n%s", p.Addr(), info)
 	return nil
 }
 
@@ -336,14 +252,14 @@ func (pc *privateCluster) waitHealthy(within time.Duration) {
 func (pc *privateCluster) unhealthy() string {
 	primaries, synced := 0, 0
 	for _, n := range pc.nodes {
-		if !n.alive() {
-			return n.addr() + " is down"
+		if !n.Alive() {
+			return n.Addr() + " is down"
 		}
-		info, err := redis.String(n.do("CLUSTER", "INFO"))
+		info, err := redis.String(n.Do("CLUSTER", "INFO"))
 		if err != nil || !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_known_nodes:6") {
-			return fmt.Sprintf("%s: %v %s", n.addr(), err, info)
+			return fmt.Sprintf("%s: %v %s", n.Addr(), err, info)
 		}
-		repl, err := redis.String(n.do("INFO", "replication"))
+		repl, err := redis.String(n.Do("INFO", "replication"))
 		if err != nil {
 			return err.Error()
 		}
@@ -372,7 +288,7 @@ func (pc *privateCluster) waitOwner(slot int, old *clusterNode, within time.Dura
 	deadline := time.Now().Add(within)
 	for time.Now().Before(deadline) {
 		if p, _, ok := pc.owner(slot); ok && p != old {
-			if role, _ := redis.Values(p.do("ROLE")); len(role) > 0 && string(role[0].([]byte)) == "master" {
+			if role, _ := redis.Values(p.Do("ROLE")); len(role) > 0 && string(role[0].([]byte)) == "master" {
 				return p
 			}
 		}
@@ -473,8 +389,8 @@ func hammer(e *Engine, names []string, stop <-chan struct{}) (logs map[string]*g
 
 // failoverEngine is an engine on a private cluster through redisc.
 func failoverEngine(t *testing.T, pc *privateCluster, ns string, opts ...Option) *Engine {
-	rc := newRedisc(t, pc.addrs())
-	e := New(rediscPool{rc}, append([]Option{WithNamespace(ns)}, opts...)...)
+	rc := testcluster.Client(t, pc.addrs())
+	e := New(testcluster.Pool{Cluster: rc}, append([]Option{WithNamespace(ns)}, opts...)...)
 	t.Cleanup(func() { e.Close(context.Background()) })
 	return e
 }
@@ -489,9 +405,6 @@ func failoverEngine(t *testing.T, pc *privateCluster, ns string, opts ...Option)
 // the pair guard turns every second comer away; the count is reported. The
 // killed node is restarted and rejoins as a replica before the next run.
 func TestFailoverKill(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: failover tests start private clusters")
-	}
 	pc := startPrivateCluster(t)
 	names := make([]string, 64)
 	for i := range names {
@@ -527,7 +440,7 @@ func TestFailoverKill(t *testing.T) {
 			logs, errs, notRepl, lastErr, wait := hammer(e, names, stop)
 			time.Sleep(1500 * time.Millisecond)
 			killed := time.Now()
-			victim.kill()
+			victim.Kill()
 			promoted := pc.waitOwner(int(keySlot(names[0])), victim, 20*time.Second)
 			promotedAt := time.Since(killed)
 			ack := len(v.opts) > 0
@@ -555,7 +468,7 @@ func TestFailoverKill(t *testing.T) {
 				}
 				time.Sleep(time.Second)
 				restarted = time.Since(killed)
-				pc.start(victim)
+				pc.restart(victim)
 				pc.waitHealthy(30 * time.Second)
 			}
 			// Traffic resumes: a grant on one of the victim's names after the
@@ -601,7 +514,7 @@ func TestFailoverKill(t *testing.T) {
 			f.errs, f.notReplicated, f.resumedAfter = errs.Load(), notRepl.Load(), resumed
 			last, _ := lastErr.Load().(string)
 			t.Logf("%s: killed %s (%d of 64 names); %s promoted after %v; traffic on its names resumed %v after the kill",
-				v.name, victim.addr(), len(onVictim), promoted.addr(), promotedAt.Round(time.Millisecond), resumed.Round(time.Millisecond))
+				v.name, victim.Addr(), len(onVictim), promoted.Addr(), promotedAt.Round(time.Millisecond), resumed.Round(time.Millisecond))
 			t.Logf("%s: %d grants, %d errors (%d ErrNotReplicated; last: %s), %d overlapping sections, %d fences handed out twice, %d holders turned away by the (fence, token) guard (%d at an equal fence; a fence-only guard would have admitted %d)",
 				v.name, f.grants, f.errs, f.notReplicated, last, f.overlaps, f.duplicates, f.refused, f.refusedEqual, f.fenceOnlyAdmits)
 			if ack {
@@ -621,7 +534,7 @@ func TestFailoverKill(t *testing.T) {
 			}
 
 			if !ack {
-				pc.start(victim) // rejoins as a replica of the promoted node
+				pc.restart(victim) // rejoins as a replica of the promoted node
 				pc.waitHealthy(30 * time.Second)
 			}
 		})
@@ -640,9 +553,6 @@ func TestFailoverKill(t *testing.T) {
 // fences would differ, and the guard lets only the higher one in from
 // then on.)
 func TestFailoverStall(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: failover tests start private clusters")
-	}
 	pc := startPrivateCluster(t)
 	const name = "stalled"
 	slot := int(keySlot(name))
@@ -673,12 +583,12 @@ func TestFailoverStall(t *testing.T) {
 				l.Unlock(ctx)
 			}
 			fenceKey := ns + "lock:{" + name + "}:fence"
-			want, err := redis.Int64(old.do("GET", fenceKey))
+			want, err := redis.Int64(old.Do("GET", fenceKey))
 			if err != nil {
 				t.Fatal(err)
 			}
 			for deadline := time.Now().Add(10 * time.Second); ; {
-				c, err := redis.Dial("tcp", replica.addr())
+				c, err := redis.Dial("tcp", replica.Addr())
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -689,7 +599,7 @@ func TestFailoverStall(t *testing.T) {
 					break
 				}
 				if time.Now().After(deadline) {
-					info, _ := redis.String(replica.do("INFO", "replication"))
+					info, _ := redis.String(replica.Do("INFO", "replication"))
 					t.Fatalf("the replica's fence is %d, the primary's %d, after 10s:\n%s", got, want, info)
 				}
 				time.Sleep(10 * time.Millisecond)
@@ -697,7 +607,7 @@ func TestFailoverStall(t *testing.T) {
 
 			slept := make(chan error, 1)
 			go func() {
-				c, err := redis.Dial("tcp", old.addr(), redis.DialReadTimeout(30*time.Second))
+				c, err := redis.Dial("tcp", old.Addr(), redis.DialReadTimeout(30*time.Second))
 				if err == nil {
 					_, err = c.Do("DEBUG", "SLEEP", 5)
 					c.Close()
@@ -719,9 +629,9 @@ func TestFailoverStall(t *testing.T) {
 
 			promoted := pc.waitOwner(slot, old, 10*time.Second)
 			if promoted != replica {
-				t.Fatalf("promoted %s, want the replica %s", promoted.addr(), replica.addr())
+				t.Fatalf("promoted %s, want the replica %s", promoted.Addr(), replica.Addr())
 			}
-			second := New(newPool(t, promoted.addr()), WithNamespace(ns))
+			second := New(newPool(t, promoted.Addr()), WithNamespace(ns))
 			l2, err := second.TryLock(ctx, name, LockOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("TryLock on the promoted replica: %v", err)
@@ -779,9 +689,6 @@ func TestFailoverStall(t *testing.T) {
 // the other primary's, MOVED is followed, and the waiter takes the lock
 // there with the next fence: the counter moved with the slot.
 func TestClusterReshard(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: failover tests start private clusters")
-	}
 	pc := startPrivateCluster(t)
 	const name = "moving"
 	slot := int(keySlot(name))
@@ -789,7 +696,7 @@ func TestClusterReshard(t *testing.T) {
 	var dst *clusterNode
 	var primaries []*clusterNode
 	for _, n := range pc.nodes {
-		if role, _ := redis.Values(n.do("ROLE")); len(role) > 0 && string(role[0].([]byte)) == "master" {
+		if role, _ := redis.Values(n.Do("ROLE")); len(role) > 0 && string(role[0].([]byte)) == "master" {
 			primaries = append(primaries, n)
 			if n != src && dst == nil {
 				dst = n
@@ -806,12 +713,12 @@ func TestClusterReshard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := func(n *clusterNode) string { v, _ := redis.String(n.do("CLUSTER", "MYID")); return v }
+	id := func(n *clusterNode) string { v, _ := redis.String(n.Do("CLUSTER", "MYID")); return v }
 	srcID, dstID := id(src), id(dst)
-	if _, err := dst.do("CLUSTER", "SETSLOT", slot, "IMPORTING", srcID); err != nil {
+	if _, err := dst.Do("CLUSTER", "SETSLOT", slot, "IMPORTING", srcID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := src.do("CLUSTER", "SETSLOT", slot, "MIGRATING", dstID); err != nil {
+	if _, err := src.Do("CLUSTER", "SETSLOT", slot, "MIGRATING", dstID); err != nil {
 		t.Fatal(err)
 	}
 
@@ -829,17 +736,17 @@ func TestClusterReshard(t *testing.T) {
 	}()
 	time.Sleep(500 * time.Millisecond) // the waiter meets the migration
 
-	keys, err := redis.Strings(src.do("CLUSTER", "GETKEYSINSLOT", slot, 1000))
+	keys, err := redis.Strings(src.Do("CLUSTER", "GETKEYSINSLOT", slot, 1000))
 	if err != nil {
 		t.Fatal(err)
 	}
-	host, port, _ := net.SplitHostPort(dst.addr())
+	host, port, _ := net.SplitHostPort(dst.Addr())
 	if len(keys) > 0 {
 		args := []any{host, port, "", 0, 5000, "KEYS"}
 		for _, k := range keys {
 			args = append(args, k)
 		}
-		if _, err := src.do("MIGRATE", args...); err != nil {
+		if _, err := src.Do("MIGRATE", args...); err != nil {
 			t.Fatalf("MIGRATE %q: %v", keys, err)
 		}
 	}
@@ -847,11 +754,11 @@ func TestClusterReshard(t *testing.T) {
 	// --cluster reshard does).
 	sort.SliceStable(primaries, func(i, j int) bool { return primaries[i] == dst || primaries[i] == src && primaries[j] != dst })
 	for _, n := range primaries {
-		if _, err := n.do("CLUSTER", "SETSLOT", slot, "NODE", dstID); err != nil {
-			t.Fatalf("SETSLOT NODE on %s: %v", n.addr(), err)
+		if _, err := n.Do("CLUSTER", "SETSLOT", slot, "NODE", dstID); err != nil {
+			t.Fatalf("SETSLOT NODE on %s: %v", n.Addr(), err)
 		}
 	}
-	t.Logf("moved slot %d (%d keys) from %s to %s", slot, len(keys), src.addr(), dst.addr())
+	t.Logf("moved slot %d (%d keys) from %s to %s", slot, len(keys), src.Addr(), dst.Addr())
 
 	if err := <-waited; err != nil {
 		t.Fatalf("Lock across the move: %v", err)
@@ -859,8 +766,8 @@ func TestClusterReshard(t *testing.T) {
 	if got.Fence() != held.Fence()+1 {
 		t.Errorf("fence after the move %d, want %d: the counter must move with the slot", got.Fence(), held.Fence()+1)
 	}
-	if n, _ := redis.Int(dst.do("EXISTS", ns+"lock:{"+name+"}")); n != 1 {
-		t.Errorf("the lock is not on the slot's new primary %s", dst.addr())
+	if n, _ := redis.Int(dst.Do("EXISTS", ns+"lock:{"+name+"}")); n != 1 {
+		t.Errorf("the lock is not on the slot's new primary %s", dst.Addr())
 	}
 	if err := got.Unlock(ctx); err != nil {
 		t.Errorf("Unlock after the move: %v", err)

@@ -12,14 +12,15 @@ import (
 	"go/parser"
 	"go/token"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -119,6 +120,59 @@ type mutexFigures struct {
 	acquisitions, lost, fencedOut, refusedAtEntry, errs, overlaps, fenceViolations int64
 }
 
+// released counts how a holder's Unlock went (err) and whether the fence
+// caught it, and says whether the release was valid: the server found the
+// hold still the holder's. A fenced holder with a valid release is a fence
+// violation: a higher fence got in while the server said it held.
+func (f *mutexFigures) released(err error, fenced bool) (valid bool) {
+	valid = err == nil
+	switch {
+	case errors.Is(err, ErrNotHeld):
+		atomic.AddInt64(&f.lost, 1)
+	case err != nil:
+		atomic.AddInt64(&f.errs, 1)
+	}
+	if fenced {
+		atomic.AddInt64(&f.fencedOut, 1)
+		if valid {
+			atomic.AddInt64(&f.fenceViolations, 1)
+		}
+	}
+	return valid
+}
+
+// underChaos runs workers goroutines, each calling cycle with its number
+// until the figures count target acquisitions (or five minutes pass),
+// while the proxy cuts connections at random.
+func (f *mutexFigures) underChaos(proxy *faultProxy, workers, target int, cycle func(w int)) {
+	stop := proxy.chaos()
+	deadline := time.Now().Add(5 * time.Minute)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for atomic.LoadInt64(&f.acquisitions) < int64(target) && time.Now().Before(deadline) {
+				cycle(w)
+			}
+		}(w)
+	}
+	wg.Wait()
+	stop()
+}
+
+// checkBite fails the test if too few of target acquisitions succeeded,
+// or the faults never cost a holder its lease: the run proved little.
+func (f *mutexFigures) checkBite(t *testing.T, target int) {
+	t.Helper()
+	if f.acquisitions < int64(target)*9/10 {
+		t.Errorf("only %d of %d acquisitions succeeded", f.acquisitions, target)
+	}
+	if f.lost == 0 || f.fencedOut == 0 {
+		t.Errorf("%d lost leases, %d fenced out: the faults did not bite, the check proves little", f.lost, f.fencedOut)
+	}
+}
+
 // TestMutualExclusionUnderFaults: 32 goroutines on 4 engines take 16 lock
 // names through a proxy that delays a fifth of all chunks by up to 20 ms and
 // cuts connections at random, with 40 ms leases; 2% of holders stay 50 ms,
@@ -126,74 +180,45 @@ type mutexFigures struct {
 // release found the lock still theirs) never overlap, and no holder the
 // fence caught had a valid release.
 func TestMutualExclusionUnderFaults(t *testing.T) {
+	testserver.Parallel(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		target := checkerScale(s)
-		proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
-		pool := newPool(t, proxy.addr())
-		pool.MaxIdle = 64
 		const workers, names, engines = 32, 16, 4
-		es := make([]*Engine, engines)
-		for i := range es {
-			es[i] = New(pool, WithNamespace(s.ns))
-		}
+		es, proxy := faultyEngines(t, s, engines)
 		resources := make([]fencedResource, names)
 		sections := make([][]section, names)
 		var secMu sync.Mutex
 		var f mutexFigures
-		stopChaos := proxy.chaos()
-		deadline := time.Now().Add(5 * time.Minute)
-		var wg sync.WaitGroup
-		for w := 0; w < workers; w++ {
-			wg.Add(1)
-			go func(w int) {
-				defer wg.Done()
-				e := es[w%engines]
-				ctx := context.Background()
-				for atomic.LoadInt64(&f.acquisitions) < int64(target) && time.Now().Before(deadline) {
-					n := rand.IntN(names)
-					l, err := e.Lock(ctx, "m"+strconv.Itoa(n), LockOptions{TTL: 40 * time.Millisecond, Wait: 10 * time.Second})
-					if err != nil {
-						atomic.AddInt64(&f.errs, 1)
-						continue
-					}
-					atomic.AddInt64(&f.acquisitions, 1)
-					start := time.Now()
-					res := &resources[n]
-					entered := res.enter(l.Fence())
-					if !entered {
-						atomic.AddInt64(&f.refusedAtEntry, 1)
-					}
-					switch r := rand.IntN(100); {
-					case r < 2: // outlive the lease: a waiter may get in meanwhile
-						time.Sleep(50 * time.Millisecond)
-					case r < 25:
-						time.Sleep(rand.N(2 * time.Millisecond))
-					}
-					fenced := !entered || !res.stillMine(l.Fence())
-					end := time.Now()
-					err = l.Unlock(ctx)
-					valid := err == nil
-					switch {
-					case errors.Is(err, ErrNotHeld):
-						atomic.AddInt64(&f.lost, 1)
-					case err != nil:
-						atomic.AddInt64(&f.errs, 1)
-					}
-					if fenced {
-						atomic.AddInt64(&f.fencedOut, 1)
-						if valid { // a higher fence got in while the server said we held it
-							atomic.AddInt64(&f.fenceViolations, 1)
-						}
-					}
-					secMu.Lock()
-					sections[n] = append(sections[n], section{start, end, valid})
-					secMu.Unlock()
-				}
-			}(w)
-		}
-		wg.Wait()
-		stopChaos()
+		f.underChaos(proxy, workers, target, func(w int) {
+			e, ctx := es[w%engines], context.Background()
+			n := rand.IntN(names)
+			l, err := e.Lock(ctx, "m"+strconv.Itoa(n), LockOptions{TTL: 40 * time.Millisecond, Wait: 10 * time.Second})
+			if err != nil {
+				atomic.AddInt64(&f.errs, 1)
+				return
+			}
+			atomic.AddInt64(&f.acquisitions, 1)
+			start := time.Now()
+			res := &resources[n]
+			entered := res.enter(l.Fence())
+			if !entered {
+				atomic.AddInt64(&f.refusedAtEntry, 1)
+			}
+			switch r := rand.IntN(100); {
+			case r < 2: // outlive the lease: a waiter may get in meanwhile
+				time.Sleep(50 * time.Millisecond)
+			case r < 25:
+				time.Sleep(rand.N(2 * time.Millisecond))
+			}
+			fenced := !entered || !res.stillMine(l.Fence())
+			end := time.Now()
+			err = l.Unlock(ctx)
+			valid := f.released(err, fenced)
+			secMu.Lock()
+			sections[n] = append(sections[n], section{start, end, valid})
+			secMu.Unlock()
+		})
 		for _, secs := range sections {
 			f.overlaps += int64(overlapsAmongValid(secs))
 		}
@@ -202,24 +227,8 @@ func TestMutualExclusionUnderFaults(t *testing.T) {
 		if f.overlaps != 0 || f.fenceViolations != 0 {
 			t.Errorf("mutual exclusion broken: %d overlaps, %d fence violations", f.overlaps, f.fenceViolations)
 		}
-		if f.acquisitions < int64(target)*9/10 {
-			t.Errorf("only %d of %d acquisitions succeeded", f.acquisitions, target)
-		}
-		if f.lost == 0 || f.fencedOut == 0 {
-			t.Errorf("%d lost leases, %d fenced out: the faults did not bite, the check proves little", f.lost, f.fencedOut)
-		}
+		f.checkBite(t, target)
 	})
-}
-
-// serverAddr is the address the server's pool dials.
-func serverAddr(s *server) string {
-	if s.mini != nil {
-		return s.mini.Addr()
-	}
-	if s.name == "cluster" {
-		return os.Getenv("REDIS_CLUSTER_ADDR")
-	}
-	return os.Getenv("REDIS_ADDR")
 }
 
 // admission runs acquire/release cycles of 64 goroutines on sems
@@ -279,6 +288,7 @@ func admission(t *testing.T, s *server, target, sems int, hold time.Duration, ac
 }
 
 func TestAdmissionUnderFaults(t *testing.T) {
+	testserver.Parallel(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		const limit = 5
@@ -380,7 +390,7 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 		// no second step to hold back; whichever lands first gets the slot.
 		e := s.engine()
 		for i := 0; i < limit-1; i++ {
-			if _, err := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit}); err != nil {
+			if _, err := e.TryAcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -389,10 +399,10 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 		done = make(chan struct{})
 		go func() {
 			defer close(done)
-			_, slowErr = slowOurs.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
+			_, slowErr = slowOurs.TryAcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
 		}()
 		time.Sleep(50 * time.Millisecond)
-		_, fastErr := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
+		_, fastErr := e.TryAcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit})
 		<-done
 		if n, _ := e.SemaphoreHolders(context.Background(), "ours"); n != limit || (fastErr == nil) == (slowErr == nil) {
 			t.Errorf("ours: %d holders, fast %v, slow %v; want %d holders and exactly one refused", n, fastErr, slowErr, limit)
@@ -434,6 +444,43 @@ func TestBookLockCutBeforeExpire(t *testing.T) {
 	})
 }
 
+// A release whose connection breaks is sent again (releasing twice is
+// harmless): a lock nobody released would block its name until its lease
+// ended, up to a second for one just handed over, and here a minute. If
+// the first release ran and only its reply was lost, the second finds the
+// lock gone: Unlock says so, and not as ErrNotHeld, which would tell the
+// caller that another took it.
+func TestUnlockRetriesACutConnection(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx := context.Background()
+		for _, c := range []struct {
+			name      string
+			replyLost bool // the release ran; only its reply was lost
+		}{{"release lost", false}, {"reply lost", true}} {
+			proxy := startProxy(t, serverAddr(s), faults{cutOn: []byte(scriptLockRelease.Hash()), cutTimes: 1, cutAfter: c.replyLost})
+			e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+			l, err := e.Lock(ctx, "cut", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			err = l.Unlock(ctx)
+			if proxy.cuts.Load() != 1 {
+				t.Fatalf("%s: %d cuts, want the release's one", c.name, proxy.cuts.Load())
+			}
+			switch {
+			case !c.replyLost && err != nil:
+				t.Errorf("%s: Unlock after a cut: %v", c.name, err)
+			case c.replyLost && (err == nil || errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "went unanswered")):
+				t.Errorf("%s: Unlock = %v, want an error saying the release went unanswered, not ErrNotHeld", c.name, err)
+			}
+			if locked, err := s.engine().IsLocked(ctx, "cut"); err != nil || locked {
+				t.Errorf("%s: after Unlock: locked %v (%v), want free", c.name, locked, err)
+			}
+			e.Close(ctx)
+		}
+	})
+}
+
 // refresh_fair_semaphore (listing 6.16) refreshes a permit past its
 // timeout when nobody purged it yet: a timed-out permit comes back. Ours
 // answers ErrNotHeld and the permit stays gone.
@@ -458,7 +505,7 @@ func TestBookRefreshRevives(t *testing.T) {
 		}
 
 		e := s.engine()
-		p, err := e.AcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: 1, TTL: 50 * time.Millisecond})
+		p, err := e.TryAcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: 1, TTL: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -483,7 +530,7 @@ func TestClockJumps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := e.AcquireSemaphore(ctx, "clk", SemaphoreOptions{Limit: 1, TTL: 10 * time.Second})
+	p, err := e.TryAcquireSemaphore(ctx, "clk", SemaphoreOptions{Limit: 1, TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -513,8 +560,9 @@ func TestClockJumps(t *testing.T) {
 // SCRIPT FLUSH while operations run: every operation recovers through the
 // EVAL fallback, none fails.
 func TestScriptFlushMidRun(t *testing.T) {
+	testserver.Parallel(t) // slow, and flushes only its own miniredis's scripts
 	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+		e := s.engine()
 		stop := make(chan struct{})
 		var flushes atomic.Int64
 		var wg sync.WaitGroup
@@ -531,16 +579,25 @@ func TestScriptFlushMidRun(t *testing.T) {
 				}
 			}
 		}()
-		for i := 0; i < 300; i++ {
+		rounds := 300
+		if testing.Short() {
+			rounds = 100 // still some 700 flushes
+		}
+		for i := 0; i < rounds; i++ {
+			// A minute a round: under -race on a busy machine all 300 may
+			// take more than one.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			for _, c := range validCalls() {
 				if err := c.run(ctx, e); err != nil {
+					cancel()
 					t.Fatalf("round %d, %s during SCRIPT FLUSH: %v", i, c.name, err)
 				}
 			}
+			cancel()
 		}
 		close(stop)
 		wg.Wait()
-		t.Logf("%s: 300 rounds of every operation, %d SCRIPT FLUSHes, no failure", s.name, flushes.Load())
+		t.Logf("%s: %d rounds of every operation, %d SCRIPT FLUSHes, no failure", s.name, rounds, flushes.Load())
 	})
 }
 
@@ -548,30 +605,20 @@ func TestScriptFlushMidRun(t *testing.T) {
 // down and all recover after. Locks do not survive (no persistence): the
 // single-node durability caveat in the README.
 func TestServerRestart(t *testing.T) {
-	path, err := execLookPath("redis-server")
-	if err != nil {
-		t.Skip("redis-server not on PATH: the restart test needs a private server")
-	}
-	addr, stop, err := startRedis(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := newPool(t, addr)
+	r := testserver.PrivateRedis(t)
+	pool := newPool(t, r.Addr())
 	e, ctx := New(pool), context.Background()
 	l, err := e.TryLock(ctx, "r", LockOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	stop()
+	r.Kill()
 	if _, err := e.IsLocked(ctx, "r"); err == nil {
 		t.Fatal("no error with the server down")
 	}
-	port := addr[len("127.0.0.1:"):]
-	_, stop2, err := startRedisOn(path, port)
-	if err != nil {
+	if err := r.Start(); err != nil { // on the same port
 		t.Fatal(err)
 	}
-	defer stop2()
 	var recovered error
 	for i := 0; i < 3; i++ { // the pool may hand out a dead connection first
 		if recovered = runAll(ctx, e); recovered == nil {
@@ -616,13 +663,14 @@ func TestCheckersCount(t *testing.T) {
 // these functions, none of which decides who holds what.
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
-		"retry":          "the caller's wait deadline",
-		"acquire":        "when the granting attempt was sent, the watchdog's first renewal base",
-		"Extend":         "when the extension was sent, for the watchdog",
-		"watch":          "renewal pacing and giving up once the lease must have run out",
-		"ctxErr":         "whether ctx's deadline has passed",
-		"releaseContext": "how long an Unlock or Release may take",
-		"timeout":        "a call's read timeout, up to ctx's deadline",
+		"acquire": "how long an acquisition took, for its event",
+		"wait":    "the wait's deadline, renewal pacing, when each attempt was sent (the keeper's first base)",
+		"take":    "when the holding began, for EventReleased",
+		"keep":    "renewal pacing and giving up once the lease must have run out",
+		"extend":  "when the extension was sent, for the keeper",
+		"release": "how long an Unlock or Release may take, and how long the holding was held, for its event",
+		"ctxErr":  "whether ctx's deadline has passed",
+		"conn":    "a call's timeout, up to ctx's deadline",
 	}
 	fset := token.NewFileSet()
 	f, err := parser.ParseFile(fset, "engine.go", nil, 0)

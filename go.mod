@@ -7,6 +7,7 @@ require (
 	github.com/gomodule/redigo v1.9.3
 	github.com/google/uuid v1.6.0
 	github.com/mna/redisc v1.4.0
+	go.uber.org/goleak v1.3.0
 )
 
 require github.com/yuin/gopher-lua v1.1.1 // indirect

@@ -12,7 +12,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// Waiting by handoff (DESIGN.md, "Version 2 — Waiting"): a queue on the
+// Waiting by handoff (README, "Waiting"; docs/handoff.md): a queue on the
 // server in arrival order, the release script handing over and waking the
 // next live waiter. Time bounds are generous multiples of the queue TTL,
 // shortened here through the unexported knob.
@@ -120,7 +120,7 @@ func TestHandoffFIFO(t *testing.T) {
 
 // TryLock and a one-shot AcquireSemaphore never jump a queue of live
 // waiters, not even while the object is free between a crash and the
-// head's pickup.
+// moment the head takes it.
 func TestNoQueueJumping(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
@@ -146,7 +146,7 @@ func TestNoQueueJumping(t *testing.T) {
 			t.Errorf("the queued waiter: %v", err)
 		}
 
-		if _, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1, TTL: time.Minute}); err != nil {
+		if _, err := e.TryAcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1, TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		go func() {
@@ -157,11 +157,11 @@ func TestNoQueueJumping(t *testing.T) {
 			got <- err
 		}()
 		s.waitQueued(t, s.ns+"sem:{nj}:queue", 1)
-		if _, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
+		if _, err := e.TryAcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("one-shot AcquireSemaphore with a waiter queued: %v, want ErrNotAcquired", err)
 		}
 		s.must(t, "DEL", s.ns+"sem:{nj}", s.ns+"sem:{nj}:owner") // the permit is gone
-		if _, err := e.AcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
+		if _, err := e.TryAcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("one-shot AcquireSemaphore on a free slot with a waiter queued: %v, want ErrNotAcquired", err)
 		}
 		if err := <-got; err != nil {
@@ -208,8 +208,8 @@ func TestDeadWaiterSkipped(t *testing.T) {
 		// A waiter that queues and then dies: its one call, and no renewal.
 		dead := "dead-waiter"
 		k := func(suffix string) any { return s.ns + "lock:{dw}" + suffix }
-		if _, err := redis.Int64s(scriptLockAcquire.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":inbox:dead"), k(":void:"+dead),
-			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds())); err != nil {
+		if _, err := redis.Int64s(scriptLockAcquire.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+dead),
+			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:dead"), s.ns+"wake:")); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan time.Duration, 1)

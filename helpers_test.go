@@ -1,33 +1,48 @@
 package atomicredis
 
+// The servers the tests run on (internal/testserver, which documents the
+// environment variables), each with an engine in the test's namespace.
+
 import (
 	"context"
-	"fmt"
-	"os"
 	"regexp"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/atomicredis/atomicredis/internal/testcluster"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
-	"github.com/google/uuid"
 )
 
-// server is one Redis the tests run against: miniredis, or the real server
-// named by REDIS_ADDR (or REDIS_CLUSTER_ADDR). Each test gets its own key
-// namespace, so tests on a shared real server never see each other's keys.
+// server is one Redis the tests run against: miniredis, the server named
+// by REDIS_ADDR, a cluster-enabled node (REDIS_CLUSTER_ADDR), a multi-node
+// cluster (REDIS_CLUSTER_ADDRS) or a private redis-server. Each test gets
+// its own key namespace, so tests on a shared real server never see each
+// other's keys.
 type server struct {
+	t    testing.TB // closes the test's engines when it ends
+	ts   *testserver.Server
 	name string
 	mini *miniredis.Miniredis // nil on a real server
 	pool *redis.Pool          // the test's own commands
 	ns   string
+	addr string // what pool dials; "" on a multi-node cluster
 
-	cluster Pool // on a multi-node cluster, the engines' pool (see newClusterServer)
+	cluster Pool // on a multi-node cluster, the engines' pool (testcluster)
+}
+
+// wrap gives a testserver.Server the names the tests use; the fields are
+// copies, set once.
+func wrap(t testing.TB, ts *testserver.Server) *server {
+	s := &server{t: t, ts: ts, name: ts.Name, mini: ts.Mini, pool: ts.Pool, ns: ts.NS, addr: ts.Addr}
+	if ts.Engines != nil {
+		s.cluster = ts.Engines
+	}
+	return s
 }
 
 // servers runs f once on miniredis and once more on the real server when
@@ -37,164 +52,121 @@ func servers(t *testing.T, f func(t *testing.T, s *server)) {
 	t.Helper()
 	t.Run("miniredis", func(t *testing.T) { f(t, newMini(t)) })
 	t.Run("redis", func(t *testing.T) {
-		addr := os.Getenv("REDIS_ADDR")
+		addr := testserver.RedisAddr()
 		if addr == "" {
 			t.Skip("REDIS_ADDR not set: real-server run skipped")
 		}
 		f(t, newReal(t, "redis", addr))
 	})
-	t.Run("cluster", func(t *testing.T) { f(t, clusterServer(t)) }) // REDIS_CLUSTER_ADDRS
+	t.Run("cluster", func(t *testing.T) { f(t, clusterServer(t)) })
 }
 
-func newMini(t testing.TB) *server {
-	m := miniredis.RunT(t)
-	m.SetTime(time.Now())
-	return &server{name: "miniredis", mini: m, pool: newPool(t, m.Addr()), ns: testNamespace()}
+func newMini(t testing.TB) *server { return wrap(t, testserver.Mini(t)) }
+
+func newReal(t testing.TB, name, addr string) *server { return wrap(t, testserver.Real(t, name, addr)) }
+
+// privateServer is a redis-server of the test's own, for tests that change
+// its configuration or stop it, which a shared server must never see. It
+// skips the test when no redis-server is on PATH.
+func privateServer(t *testing.T, name string) *server {
+	t.Helper()
+	return wrap(t, testserver.On(t, name, testserver.PrivateRedis(t).Addr()))
 }
 
-func newReal(t testing.TB, name, addr string) *server {
-	s := &server{name: name, pool: newPool(t, addr), ns: testNamespace()}
-	if _, err := s.do("PING"); err != nil {
-		t.Fatalf("%s at %s: %v", name, addr, err)
+// clusterServer is the multi-node cluster's server (REDIS_CLUSTER_ADDRS),
+// or a skip saying why not: the variable is unset, or the test is one that
+// cannot run on a multi-node cluster (notOnCluster).
+func clusterServer(t *testing.T) *server {
+	t.Helper()
+	seeds := testserver.ClusterSeeds()
+	if len(seeds) == 0 {
+		t.Skip("REDIS_CLUSTER_ADDRS not set: multi-node cluster run skipped")
 	}
-	t.Cleanup(func() {
-		for _, k := range s.keys(t) {
-			s.do("DEL", k)
-		}
-	})
-	return s
-}
-
-func newPool(t testing.TB, addr string) *redis.Pool {
-	p := &redis.Pool{
-		MaxIdle:     64,
-		IdleTimeout: time.Minute,
-		Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", addr) },
+	top, _, _ := strings.Cut(t.Name(), "/")
+	if why, ok := notOnCluster[top]; ok {
+		t.Skip("not on a multi-node cluster: " + why)
 	}
-	t.Cleanup(func() { p.Close() })
-	return p
+	return wrap(t, testcluster.New(t, seeds))
 }
 
-var nsCounter atomic.Int64
-
-func testNamespace() string {
-	return "t" + uuid.NewString()[:8] + "-" + strconv.FormatInt(nsCounter.Add(1), 10) + ":"
+// notOnCluster are the behavioural tests that cannot run on a multi-node
+// cluster, and why. The cluster's own faults are TestFailoverKill and
+// TestFailoverStall.
+var notOnCluster = map[string]string{
+	"TestMutualExclusionUnderFaults":  proxied,
+	"TestAdmissionUnderFaults":        proxied,
+	"TestRWUnderFaults":               proxied,
+	"TestExtendBeatsLateRenewal":      proxied,
+	"TestEngineClose":                 proxied,
+	"TestNoLostWakeup":                proxied,
+	"TestBookFairSemaphoreOverAdmits": proxied,
+	"TestBookLockCutBeforeExpire":     proxied,
+	"TestBookRefreshRevives":          proxied,
+	"TestUnlockRetriesACutConnection": proxied,
+	"TestBoundedPoolNoDeadlock":       ownPool,
+	"TestRWDeadReader":                ownPool,
 }
 
-// engine returns an Engine on s with the test's namespace.
+const (
+	proxied = "its fault proxy fronts one server address"
+	ownPool = "it dials its own pool to one server address"
+)
+
+// serverAddr is the address the server's pool dials ("" on a multi-node
+// cluster), for a proxy or a pool of the test's own.
+func serverAddr(s *server) string { return s.addr }
+
+func newPool(t testing.TB, addr string) *redis.Pool { return testserver.NewPool(t, addr) }
+
+func testNamespace() string { return testserver.Namespace() }
+
+// engine returns an Engine on s with the test's namespace, closed when
+// the test ends.
 func (s *server) engine(opts ...Option) *Engine {
 	var pool Pool = s.pool
 	if s.cluster != nil {
 		pool = s.cluster
 	}
-	return New(pool, append([]Option{WithNamespace(s.ns)}, opts...)...)
+	e := New(pool, append([]Option{WithNamespace(s.ns)}, opts...)...)
+	s.t.Cleanup(func() { e.Close(context.Background()) })
+	return e
 }
 
 // do runs one command on its own connection.
-func (s *server) do(cmd string, args ...any) (any, error) {
-	c := s.pool.Get()
-	defer c.Close()
-	return c.Do(cmd, args...)
-}
+func (s *server) do(cmd string, args ...any) (any, error) { return s.ts.Do(cmd, args...) }
 
 func (s *server) must(t testing.TB, cmd string, args ...any) any {
 	t.Helper()
-	v, err := s.do(cmd, args...)
-	if err != nil {
-		t.Fatalf("%s %v: %v", cmd, args, err)
-	}
-	return v
+	return s.ts.Must(t, cmd, args...)
 }
 
 // keys lists the test's keys, sorted.
-func (s *server) keys(t testing.TB) []string {
+func (s *server) keys(t testing.TB) []string { t.Helper(); return s.ts.Keys(t) }
+
+// snapshot is every key of the test with its type and value, to prove
+// that a call changed nothing.
+func (s *server) snapshot(t testing.TB) map[string]string { t.Helper(); return s.ts.Snapshot(t) }
+
+// advance moves time forward by d: miniredis's clocks jump, a real server
+// is waited on.
+func (s *server) advance(d time.Duration) { s.ts.Advance(d) }
+
+// serverMicros is the server's clock in microseconds (TIME).
+func (s *server) serverMicros(t testing.TB) int64 {
 	t.Helper()
-	ks, err := redis.Strings(s.do("KEYS", s.ns+"*"))
-	if err != nil {
-		t.Fatalf("KEYS: %v", err)
+	v, err := redis.Int64s(s.do("TIME"))
+	if err != nil || len(v) != 2 {
+		t.Fatalf("TIME: %v, %v", v, err)
 	}
-	sort.Strings(ks)
-	return ks
-}
-
-// snapshot is every key of the test with its type and dumped value, to
-// prove that a call changed nothing.
-func (s *server) snapshot(t testing.TB) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	for _, k := range s.keys(t) {
-		typ, _ := redis.String(s.do("TYPE", k))
-		var val any
-		switch typ {
-		case "string":
-			val, _ = redis.String(s.do("GET", k))
-		case "list":
-			val, _ = redis.Strings(s.do("LRANGE", k, 0, -1))
-		case "zset":
-			val, _ = redis.Strings(s.do("ZRANGE", k, 0, -1, "WITHSCORES"))
-		case "set":
-			v, _ := redis.Strings(s.do("SMEMBERS", k))
-			sort.Strings(v)
-			val = v
-		case "hash":
-			val, _ = redis.StringMap(s.do("HGETALL", k))
-		}
-		out[k] = typ + "=" + fmt.Sprintf("%q", val)
-	}
-	return out
-}
-
-// advance moves time forward by d: on miniredis both the TTL clock
-// (FastForward) and TIME (SetTime) jump at once; a real server is waited on.
-func (s *server) advance(d time.Duration) {
-	if s.mini == nil {
-		time.Sleep(d)
-		return
-	}
-	s.mini.FastForward(d)
-	s.mini.SetTime(s.miniNow().Add(d))
-}
-
-func (s *server) miniNow() time.Time {
-	v, _ := redis.Int64s(s.do("TIME"))
-	return time.Unix(v[0], v[1]*1000)
+	return v[0]*1e6 + v[1]
 }
 
 // realtime makes miniredis's clocks follow the wall clock until the test
 // ends, for tests of goroutines that pace themselves in real time (the
 // watchdog, waiters). A real server needs nothing.
-func (s *server) realtime(t testing.TB) {
-	if s.mini == nil {
-		return
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		last := time.Now()
-		s.mini.SetTime(last)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				s.mini.FastForward(now.Sub(last))
-				s.mini.SetTime(now)
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); wg.Wait() })
-}
+func (s *server) realtime(t testing.TB) { s.ts.Realtime(t) }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return testserver.Context(t) }
 
 var keysRE = regexp.MustCompile(`KEYS\[(\d+)\]`)
 
@@ -209,10 +181,6 @@ func maxKeyIndex(src string) int {
 	return n
 }
 
-func sameStrings(a, b []string) bool {
-	return strings.Join(a, "\x00") == strings.Join(b, "\x00") && len(a) == len(b)
-}
+func sameStrings(a, b []string) bool { return slices.Equal(a, b) }
 
 func splitLines(s string) []string { return strings.Split(strings.ReplaceAll(s, "\r\n", "\n"), "\n") }
-
-func cutPrefix(s, prefix string) (string, bool) { return strings.CutPrefix(s, prefix) }

@@ -3,11 +3,11 @@ package atomicredis
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -45,10 +45,10 @@ func TestKeySlot(t *testing.T) {
 			t.Errorf("keySlot(%q) = %d, want %d", key, got, want)
 		}
 	}
-	t.Run("cluster", func(t *testing.T) {
-		addr := os.Getenv("REDIS_CLUSTER_ADDR")
+	t.Run("cluster-node", func(t *testing.T) {
+		addr := testserver.ClusterNodeAddr()
 		if addr == "" {
-			t.Skip("REDIS_CLUSTER_ADDR not set: CLUSTER KEYSLOT comparison skipped")
+			t.Skip("REDIS_CLUSTER_ADDR not set: no cluster-enabled node for CLUSTER KEYSLOT")
 		}
 		c, err := redis.Dial("tcp", addr)
 		if err != nil {
@@ -68,8 +68,9 @@ func TestKeySlot(t *testing.T) {
 }
 
 // FuzzKeys: for any namespace, name and period, every key the operations
-// write lies in the name's slot, or the input is refused with ErrInvalid
-// and nothing is written.
+// write lies in the name's slot (a bitmap's shard, in the slot of the name
+// and its shard number), or the input is refused with ErrInvalid and
+// nothing is written.
 func FuzzKeys(f *testing.F) {
 	for _, seed := range [][3]string{{"", "orders", "2026-11-21"}, {"app:", "a b", ""}, {"x", "é\x00\xff", "{p}"}, {"", "{", "p"}, {"n{", "a", "p"}} {
 		f.Add(seed[0], seed[1], seed[2])
@@ -82,7 +83,7 @@ func FuzzKeys(f *testing.F) {
 		errs := []error{
 			func() error { _, err := e.TryLock(ctx, name, LockOptions{TTL: time.Minute}); return err }(),
 			func() error { _, err := e.TryRLock(ctx, name, LockOptions{TTL: time.Minute}); return err }(),
-			func() error { _, err := e.AcquireSemaphore(ctx, name, SemaphoreOptions{Limit: 1}); return err }(),
+			func() error { _, err := e.TryAcquireSemaphore(ctx, name, SemaphoreOptions{Limit: 1}); return err }(),
 			e.AddRecent(ctx, name, "item"),
 			e.AddMembers(ctx, name, "m"),
 			e.MarkActive(ctx, name, period, 3),
@@ -104,11 +105,90 @@ func FuzzKeys(f *testing.F) {
 		if len(keys) < 7 {
 			t.Fatalf("only %d keys: %q", len(keys), keys)
 		}
-		want := keySlot("{" + name + "}")
 		for _, k := range keys {
+			want := keySlot("{" + name + "}")
+			if strings.HasPrefix(k[len(ns):], "bits:") {
+				want = keySlot("{" + name + ":0}") // id 3 is in shard 0
+			}
 			if got := keySlot(k); got != want {
 				t.Fatalf("key %q in slot %d, the name's slot is %d", k, got, want)
 			}
+		}
+	})
+}
+
+// Fence counters expire WithFenceRetention after their name's last grant
+// (locks, read-write locks, semaphores), so an idle name leaves no key;
+// the next fence then starts from the server's clock in microseconds,
+// above every fence before it.
+func TestCountersExpireAfterRetention(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		const retention = 300 * time.Millisecond
+		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		pttl := func(key string) time.Duration {
+			t.Helper()
+			v, err := redis.Int64(s.do("PTTL", key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return time.Duration(v) * time.Millisecond
+		}
+		for _, c := range []struct {
+			counter string
+			take    func() (fence int64, release func() error, err error)
+		}{
+			{"lock:{f}:fence", func() (int64, func() error, error) {
+				l, err := e.TryLock(ctx, "f", LockOptions{TTL: time.Minute})
+				return l.Fence(), func() error { return l.Unlock(ctx) }, err
+			}},
+			{"rw:{f}:fence", func() (int64, func() error, error) {
+				l, err := e.TryWLock(ctx, "f", LockOptions{TTL: time.Minute})
+				return l.Fence(), func() error { return l.Unlock(ctx) }, err
+			}},
+			{"sem:{f}:counter", func() (int64, func() error, error) {
+				p, err := e.TryAcquireSemaphore(ctx, "f", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+				return p.Fence(), func() error { return p.Release(ctx) }, err
+			}},
+		} {
+			key := s.ns + c.counter
+			first, release, err := c.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := pttl(key); got <= 0 || got > retention {
+				t.Errorf("PTTL %s after a grant = %v, want (0, %v]", key, got, retention)
+			}
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+			second, release, err := c.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+			if second != first+1 {
+				t.Errorf("%s: fences %d then %d while the counter lives, want consecutive", c.counter, first, second)
+			}
+			s.advance(retention + 50*time.Millisecond)
+			if n, _ := redis.Int(s.do("EXISTS", key)); n != 0 {
+				t.Errorf("%s still there after its retention (PTTL %v)", key, pttl(key))
+			}
+			third, release, err := c.take()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := release(); err != nil {
+				t.Fatal(err)
+			}
+			if third <= second {
+				t.Errorf("%s: fence %d after the counter expired, %d before: fences went back", c.counter, third, second)
+			}
+		}
+		s.advance(retention + 50*time.Millisecond)
+		if ks := s.keys(t); len(ks) != 0 {
+			t.Errorf("keys left after the retention: %q", ks)
 		}
 	})
 }

@@ -18,10 +18,14 @@ type faultProxy struct {
 	target string
 	faults // fixed when the proxy starts
 
-	mu    sync.Mutex
-	conns map[net.Conn]net.Conn // client side -> server side
-	wg    sync.WaitGroup
-	cuts  atomic.Int64
+	mu     sync.Mutex
+	conns  map[net.Conn]net.Conn // client side -> server side
+	wg     sync.WaitGroup
+	cuts   atomic.Int64
+	cutOnN atomic.Int64 // cuts made by cutOn
+
+	refuse atomic.Bool  // close new connections at once
+	lag    atomic.Int64 // ns every client chunk is held back, on top of faults
 }
 
 // faults are what a proxy does to the traffic.
@@ -31,6 +35,12 @@ type faults struct {
 	// cutOn, if set, cuts a connection instead of forwarding a client
 	// chunk that contains it (e.g. "EXPIRE": between two commands).
 	cutOn []byte
+	// cutTimes, if set, is how many times cutOn cuts; later chunks that
+	// contain it pass.
+	cutTimes int64
+	// cutAfter makes cutOn cut the client off and then forward the chunk:
+	// the command runs, its reply is lost.
+	cutAfter bool
 	// holdOn, if set, holds back client chunks that contain it for holdFor
 	// (e.g. the second MULTI block of a two-step acquire).
 	holdOn  []byte
@@ -52,6 +62,20 @@ func startProxy(t testing.TB, target string, f faults) *faultProxy {
 	return p
 }
 
+// faultyEngines are n engines in s's namespace sharing one pool through a
+// proxy that delays a fifth of all chunks by up to 20 ms; the caller
+// starts the proxy's chaos.
+func faultyEngines(t *testing.T, s *server, n int) ([]*Engine, *faultProxy) {
+	proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+	pool := newPool(t, proxy.addr())
+	pool.MaxIdle = 64
+	es := make([]*Engine, n)
+	for i := range es {
+		es[i] = New(pool, WithNamespace(s.ns))
+	}
+	return es, proxy
+}
+
 func (p *faultProxy) addr() string { return p.ln.Addr().String() }
 
 func (p *faultProxy) accept() {
@@ -60,6 +84,10 @@ func (p *faultProxy) accept() {
 		c, err := p.ln.Accept()
 		if err != nil {
 			return
+		}
+		if p.refuse.Load() {
+			c.Close()
+			continue
 		}
 		s, err := net.Dial("tcp", p.target)
 		if err != nil {
@@ -92,12 +120,21 @@ func (p *faultProxy) pipe(from, to net.Conn, fromClient bool) {
 	for {
 		n, err := from.Read(buf)
 		if n > 0 {
-			if fromClient && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) {
+			if fromClient && p.cutOn != nil && bytes.Contains(buf[:n], p.cutOn) &&
+				(p.cutTimes == 0 || p.cutOnN.Add(1) <= p.cutTimes) {
 				p.cuts.Add(1)
+				if p.cutAfter {
+					from.Close() // the other pipe cannot deliver the reply
+					to.Write(buf[:n])
+					time.Sleep(100 * time.Millisecond) // the server runs it before it sees the close
+				}
 				return
 			}
 			if fromClient && p.holdOn != nil && bytes.Contains(buf[:n], p.holdOn) {
 				time.Sleep(p.holdFor)
+			}
+			if lag := time.Duration(p.lag.Load()); fromClient && lag > 0 {
+				time.Sleep(lag)
 			}
 			if p.delayP > 0 && rand.Float64() < p.delayP {
 				time.Sleep(rand.N(p.maxDelay))
@@ -126,6 +163,18 @@ func (p *faultProxy) cutRandom() {
 			return
 		}
 		n--
+	}
+}
+
+// cutAll closes every open connection, both sides.
+func (p *faultProxy) cutAll() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for c, s := range p.conns {
+		c.Close()
+		s.Close()
+		delete(p.conns, c)
+		p.cuts.Add(1)
 	}
 }
 

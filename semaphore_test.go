@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -13,11 +14,11 @@ import (
 func TestSemaphoreExpiryExact(t *testing.T) {
 	s := newMini(t)
 	ctx, e := ctxT(t), s.engine()
-	short, err := e.AcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5, TTL: time.Second})
+	short, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	long, err := e.AcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5, TTL: 3 * time.Second})
+	long, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5, TTL: 3 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +61,7 @@ func TestSemaphoreWaitForTimeout(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		if _, err := e.AcquireSemaphore(ctx, "wto", SemaphoreOptions{Limit: 1, TTL: 100 * time.Millisecond}); err != nil {
+		if _, err := e.TryAcquireSemaphore(ctx, "wto", SemaphoreOptions{Limit: 1, TTL: 100 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := e.AcquireSemaphore(ctx, "wto", SemaphoreOptions{Limit: 1, Wait: 5 * time.Second}); err != nil {
@@ -74,7 +75,7 @@ func TestSemaphoreCutOff(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		e := s.engine()
 		cutOff(t, func(ctx context.Context) (func(context.Context) error, error) {
-			p, err := e.AcquireSemaphore(ctx, "cut", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+			p, err := e.TryAcquireSemaphore(ctx, "cut", SemaphoreOptions{Limit: 1, TTL: time.Minute})
 			if err != nil {
 				return nil, err
 			}
@@ -94,7 +95,7 @@ func TestSemaphoreCutOff(t *testing.T) {
 func TestPermitTTLAndHeld(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		ctx, e := ctxT(t), s.engine()
-		p, err := e.AcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
+		p, err := e.TryAcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +108,7 @@ func TestPermitTTLAndHeld(t *testing.T) {
 		before := s.snapshot(t)
 		p.TTL(ctx)
 		p.Held(ctx)
-		if after := s.snapshot(t); !sameMap(before, after) {
+		if after := s.snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("TTL/Held wrote: %v -> %v", before, after)
 		}
 		s.advance(5 * time.Second)
@@ -117,7 +118,7 @@ func TestPermitTTLAndHeld(t *testing.T) {
 		if held, err := p.Held(ctx); err != nil || held {
 			t.Errorf("Held at the deadline = %v, %v", held, err)
 		}
-		q, err := e.AcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
+		q, err := e.TryAcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -134,31 +135,35 @@ func TestPermitTTLAndHeld(t *testing.T) {
 	})
 }
 
-// The limit is stored with the semaphore: the first acquire sets it, a
-// different limit while permits are held is ErrInvalid naming the stored
-// one and writes nothing, and an idle semaphore takes a new limit.
+// The limit is stored with the semaphore and rules: the first acquire
+// stores it, an acquisition asking another limit follows the stored one
+// (a rolling deploy that changes Limit keeps working), Limit 0 means the
+// stored limit (ErrInvalid, writing nothing, when none is stored), and an
+// idle semaphore takes a new limit.
 func TestSemaphoreStoredLimit(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		ctx, e := ctxT(t), s.engine()
+		before := s.snapshot(t)
+		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{TTL: time.Minute}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no limit") {
+			t.Errorf("Limit 0 with no limit stored: %v, want ErrInvalid saying no limit is stored", err)
+		}
+		if after := s.snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("a refused Limit 0 wrote: %v -> %v", before, after)
+		}
 		var ps []*Permit
-		for i := 0; i < 3; i++ {
-			p, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 3, TTL: time.Minute})
+		for i, limit := range []int{3, 5, 0} { // 5 and 0 follow the stored 3
+			p, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: limit, TTL: time.Minute})
 			if err != nil {
-				t.Fatal(err)
+				t.Fatalf("permit %d (Limit %d): %v", i+1, limit, err)
 			}
 			ps = append(ps, p)
 		}
-		before := s.snapshot(t)
-		_, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 5, TTL: time.Minute})
-		if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "limit 3") {
-			t.Errorf("Limit 5 while 3 are held under Limit 3: %v, want ErrInvalid naming limit 3", err)
+		_, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "all 3 permits are held") {
+			t.Errorf("Limit 5 while 3 are held under the stored 3: %v, want ErrNotAcquired saying all 3 are held", err)
 		}
-		_, err = e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: time.Second})
-		if !errors.Is(err, ErrInvalid) {
-			t.Errorf("Limit 1 while held under Limit 3, waiting: %v, want ErrInvalid", err)
-		}
-		if after := s.snapshot(t); !sameMap(before, after) {
-			t.Errorf("a refused limit wrote: %v -> %v", before, after)
+		if info, err := e.SemaphoreInfo(ctx, "lim"); err != nil || info != (SemaphoreInfo{Limit: 3, Holders: 3}) {
+			t.Errorf("SemaphoreInfo = %+v, %v; want limit 3, 3 holders", info, err)
 		}
 		for _, p := range ps {
 			if err := p.Release(ctx); err != nil {
@@ -166,16 +171,44 @@ func TestSemaphoreStoredLimit(t *testing.T) {
 			}
 		}
 		// Idle now: a new limit is taken, and holds.
-		if _, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1, TTL: 100 * time.Millisecond}); err != nil {
+		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1, TTL: 100 * time.Millisecond}); err != nil {
 			t.Fatalf("Limit 1 on an idle semaphore: %v", err)
 		}
-		if _, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
-			t.Errorf("second permit under the new Limit 1: %v", err)
+		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 3}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("second permit under the new Limit 1, asking 3: %v", err)
 		}
 		// The limit goes with the last holder also when it times out.
 		s.advance(150 * time.Millisecond)
-		if _, err := e.AcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 4, TTL: time.Minute}); err != nil {
+		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 4, TTL: time.Minute}); err != nil {
 			t.Errorf("Limit 4 after the last permit timed out: %v", err)
 		}
 	})
+}
+
+// An acquire purges a permit at exactly its deadline, as SemaphoreHolders
+// does: 1 ms before it the permit still fills the semaphore, at it the
+// slot is free. No SemaphoreHolders call in between does the purge for it.
+func TestSemaphoreAcquirePurgesAtDeadline(t *testing.T) {
+	s := newMini(t)
+	ctx, e := ctxT(t), s.engine()
+	o := SemaphoreOptions{Limit: 1, TTL: time.Second}
+	first, err := e.TryAcquireSemaphore(ctx, "edge", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.advance(999 * time.Millisecond)
+	if _, err := e.TryAcquireSemaphore(ctx, "edge", o); !errors.Is(err, ErrNotAcquired) {
+		t.Fatalf("1ms before the first permit's deadline: %v, want ErrNotAcquired", err)
+	}
+	s.advance(time.Millisecond)
+	second, err := e.TryAcquireSemaphore(ctx, "edge", o)
+	if err != nil {
+		t.Fatalf("at the first permit's deadline: %v, want a permit", err)
+	}
+	if second.Fence() != first.Fence()+1 {
+		t.Errorf("fences %d then %d", first.Fence(), second.Fence())
+	}
+	if err := first.Release(ctx); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Release of the purged permit: %v, want ErrNotHeld", err)
+	}
 }

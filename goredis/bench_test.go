@@ -38,9 +38,10 @@ type variant struct {
 // clients are the four clients of the same server, with the namespace
 // their engines use.
 type clients struct {
-	ns         string
-	gr, grNoDL *redis.Client
-	rg, rgDL   *redigo.Pool
+	ns           string
+	gr, grNoDL   *redis.Client
+	rg, rgDL     *redigo.Pool
+	pgr, pgrNoDL *Pool // gr and grNoDL as Pools
 }
 
 func newClients(b *testing.B) *clients {
@@ -53,12 +54,15 @@ func newClients(b *testing.B) *clients {
 			return redigo.Dial("tcp", addr, redigo.DialReadTimeout(3*time.Second), redigo.DialWriteTimeout(3*time.Second))
 		}},
 	}
+	c.pgr, c.pgrNoDL = NewPool(c.gr), NewPool(c.grNoDL)
 	b.Cleanup(func() {
 		ctx := context.Background()
 		ks, _ := c.gr.Keys(ctx, c.ns+"*").Result()
 		for _, k := range ks {
 			c.gr.Del(ctx, k)
 		}
+		c.pgr.Close()
+		c.pgrNoDL.Close()
 		c.gr.Close()
 		c.grNoDL.Close()
 		c.rg.Close()
@@ -69,7 +73,7 @@ func newClients(b *testing.B) *clients {
 
 // pools are the four clients as atomicredis Pools, by variant name.
 func (c *clients) pools() map[string]atomicredis.Pool {
-	return map[string]atomicredis.Pool{"goredis": NewPool(c.gr), "redigo": c.rg, "goredis-nodl": NewPool(c.grNoDL), "redigo-dl": c.rgDL}
+	return map[string]atomicredis.Pool{"goredis": c.pgr, "redigo": c.rg, "goredis-nodl": c.pgrNoDL, "redigo-dl": c.rgDL}
 }
 
 // engineVariants runs op on an engine over each client.

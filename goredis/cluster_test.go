@@ -18,6 +18,20 @@ type binder interface {
 	Bind(keys ...string) error
 }
 
+// bound is a connection of p bound to the primary of key's slot; the
+// caller closes it.
+func bound(t *testing.T, p *Pool, key string) redigo.Conn {
+	t.Helper()
+	c, err := p.GetContext(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.(binder).Bind(key); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
 // TestCluster: before Bind a connection routes each command by its key;
 // Bind pins it to the primary of the keys' slot, so that WAIT runs where
 // the script ran and a key of another primary's slot answers MOVED.
@@ -25,7 +39,7 @@ func TestCluster(t *testing.T) {
 	for _, proto := range []int{2, 3} {
 		t.Run(protoName(proto), func(t *testing.T) {
 			client := newClusterClient(t, proto)
-			p := NewPool(client)
+			p := newPool(t, client)
 			ns := suite.Namespace()
 			ctx := context.Background()
 			get := func() redigo.Conn {
@@ -124,7 +138,7 @@ func TestCluster(t *testing.T) {
 func TestClusterMoved(t *testing.T) {
 	client := newClusterClient(t, 2)
 	ctx := context.Background()
-	p := NewPool(client)
+	p := newPool(t, client)
 	var key string
 	var slot int
 	for i := 0; key == ""; i++ {
@@ -162,16 +176,7 @@ func TestClusterMoved(t *testing.T) {
 			}
 		}
 	}
-	bind := func() redigo.Conn {
-		c, err := p.GetContext(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.(binder).Bind(key); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	bind := func() redigo.Conn { return bound(t, p, key) }
 
 	c := bind() // go-redis's map is loaded and names the old owner
 	if _, err := c.Do("GET", key); err != nil {
@@ -204,7 +209,7 @@ func TestClusterMoved(t *testing.T) {
 func TestClusterFailover(t *testing.T) {
 	client := newClusterClient(t, 2)
 	ctx := context.Background()
-	p := NewPool(client)
+	p := newPool(t, client)
 	key := suite.Namespace() + "{failover}"
 	primary, err := client.MasterForKey(ctx, key)
 	if err != nil {
@@ -214,16 +219,7 @@ func TestClusterFailover(t *testing.T) {
 	if replica == nil {
 		t.Skip("the primary of the test key has no replica: no failover to try")
 	}
-	bind := func() redigo.Conn {
-		c, err := p.GetContext(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := c.(binder).Bind(key); err != nil {
-			t.Fatal(err)
-		}
-		return c
-	}
+	bind := func() redigo.Conn { return bound(t, p, key) }
 	c := bind()
 	if _, err := c.Do("SET", key, "before"); err != nil {
 		t.Fatal(err)

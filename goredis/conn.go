@@ -23,7 +23,7 @@ var (
 // is for one goroutine at a time.
 type conn struct {
 	pool        *Pool
-	exec        executor
+	exec        processor            // a pinned *redis.Conn, or a client that routes each command
 	pinned      *redis.Conn          // the connection Close gives back; nil when not pinned
 	cluster     *redis.ClusterClient // set when pinned by Bind: told when a slot moves
 	readTimeout time.Duration
@@ -407,7 +407,8 @@ func (c *conn) newCall(name string, args []interface{}, copyBytes bool) (*call, 
 // several as one pipeline, or one by one when a pipeline could not wait
 // long enough for one of them.
 func (c *conn) run(ctx context.Context, calls []*call) {
-	if len(calls) == 1 || c.anyLong(calls) {
+	pl, ok := c.exec.(pipeliner)
+	if len(calls) == 1 || !ok || c.anyLong(calls) {
 		for i, cl := range calls {
 			c.runOne(ctx, cl)
 			if cl.err != nil {
@@ -419,7 +420,7 @@ func (c *conn) run(ctx context.Context, calls []*call) {
 		}
 		return
 	}
-	pipe := c.exec.Pipeline()
+	pipe := pl.Pipeline()
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, cl := range calls {
 		cmds[i] = redis.NewCmd(ctx, cl.args...)
@@ -460,7 +461,8 @@ func (c *conn) runOne(ctx context.Context, cl *call) {
 }
 
 // runTyped runs the blocking commands go-redis has typed methods for that
-// send the command as given and give the reply back whole.
+// send the command as given and give the reply back whole; it reports
+// false when this go-redis has no such method for the command.
 func (c *conn) runTyped(ctx context.Context, cl *call) bool {
 	b := cl.block
 	if !b.typed {
@@ -469,32 +471,63 @@ func (c *conn) runTyped(ctx context.Context, cl *call) bool {
 	keys := cl.stringArgs()
 	switch cl.name {
 	case "WAIT":
-		cmd := c.exec.Wait(ctx, b.ints[0], b.d)
+		x, ok := c.exec.(waiter)
+		if !ok {
+			return false
+		}
+		cmd := x.Wait(ctx, b.ints[0], b.d)
 		cl.finish(cmd.Val(), cmd.Err())
 	case "WAITAOF":
-		cmd := c.exec.WaitAOF(ctx, b.ints[0], b.ints[1], b.d)
-		cl.finish(cmd.Val(), cmd.Err())
-	case "BLPOP", "BRPOP":
-		f := c.exec.BLPop
-		if cl.name == "BRPOP" {
-			f = c.exec.BRPop
+		x, ok := c.exec.(waitAOFer)
+		if !ok {
+			return false
 		}
-		cmd := f(ctx, b.d, keys[1:len(keys)-1]...)
+		cmd := x.WaitAOF(ctx, b.ints[0], b.ints[1], b.d)
+		var v interface{}
+		if s := cmd.Val(); s != nil {
+			v = int64s(s)
+		}
+		cl.finish(v, cmd.Err())
+	case "BLPOP", "BRPOP":
+		var cmd *redis.StringSliceCmd
+		if x, ok := c.exec.(blPopper); ok && cl.name == "BLPOP" {
+			cmd = x.BLPop(ctx, b.d, keys[1:len(keys)-1]...)
+		} else if x, ok := c.exec.(brPopper); ok && cl.name == "BRPOP" {
+			cmd = x.BRPop(ctx, b.d, keys[1:len(keys)-1]...)
+		} else {
+			return false
+		}
 		var v interface{}
 		if s := cmd.Val(); s != nil {
 			v = toInterfaces(s)
 		}
 		cl.finish(v, cmd.Err())
 	case "BRPOPLPUSH":
-		cmd := c.exec.BRPopLPush(ctx, keys[1], keys[2], b.d)
+		x, ok := c.exec.(brPopLPusher)
+		if !ok {
+			return false
+		}
+		cmd := x.BRPopLPush(ctx, keys[1], keys[2], b.d)
 		cl.finish(cmd.Val(), cmd.Err())
 	case "BLMOVE":
-		cmd := c.exec.BLMove(ctx, keys[1], keys[2], keys[3], keys[4], b.d)
+		x, ok := c.exec.(blMover)
+		if !ok {
+			return false
+		}
+		cmd := x.BLMove(ctx, keys[1], keys[2], keys[3], keys[4], b.d)
 		cl.finish(cmd.Val(), cmd.Err())
 	default:
 		return false
 	}
 	return true
+}
+
+func int64s(s []int64) []interface{} {
+	out := make([]interface{}, len(s))
+	for i, v := range s {
+		out[i] = v
+	}
+	return out
 }
 
 func toInterfaces(s []string) []interface{} {

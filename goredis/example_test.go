@@ -17,15 +17,19 @@ func ExampleNewPool() {
 	ctx := context.Background()
 
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()}) // the client the service already has
-	e := atomicredis.New(goredis.NewPool(rdb), atomicredis.WithNamespace("app:"))
+	defer rdb.Close()
+	pool := goredis.NewPool(rdb)
+	defer pool.Close() // stops its background workers
+	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
+	defer e.Close(ctx) // runs first: stops watchdogs, waits for clean-ups
 	l, err := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{TTL: 5 * time.Second})
 	if err != nil {
 		fmt.Println("busy:", err)
 		return
 	}
 	defer l.Unlock(ctx)
-	fmt.Println("fence", l.Fence())
-	// Output: fence 1
+	fmt.Println("held, fence of 16 digits:", len(fmt.Sprint(l.Fence())) == 16)
+	// Output: held, fence of 16 digits: true
 }
 
 // A cluster client (or a failover client) is used the same way.

@@ -31,11 +31,12 @@
 // helpers (String, Bytes, Strings, ...) accept either.
 //
 // go-redis gives up on a reply after its ReadTimeout (3s by default) unless
-// it knows the command blocks. WAIT, WAITAOF, and BLPOP, BRPOP, BRPOPLPUSH
-// and BLMOVE with a whole-second timeout go through go-redis's typed
-// methods, which wait for the block; any other command that may block
-// longer than ReadTimeout allows is refused, with a redis.Error, before it
-// is sent. Pub/sub and MONITOR are refused too.
+// it knows the command blocks. WAIT, WAITAOF (go-redis v9.22 and later),
+// and BLPOP, BRPOP, BRPOPLPUSH and BLMOVE with a whole-second timeout go
+// through go-redis's typed methods, which wait for the block; any other
+// command that may block longer than ReadTimeout allows is refused, with a
+// redis.Error, before it is sent. Pub/sub and MONITOR are refused too: the
+// engine subscribes through Pool.Subscribe.
 package goredis
 
 import (
@@ -52,7 +53,6 @@ import (
 // atomicredis.Pool. Make one with NewPool.
 type Pool struct {
 	client      redis.UniversalClient
-	routed      executor             // client, for connections that are not pinned
 	single      *redis.Client        // a single-node or failover client
 	cluster     *redis.ClusterClient // a cluster (or failover cluster) client
 	readTimeout time.Duration        // the client's ReadTimeout; <= 0: none
@@ -63,7 +63,8 @@ type Pool struct {
 	moved map[int]string // slot -> the address a MOVED reply named, until a Bind heeds it
 }
 
-// NewPool returns a Pool over c, which it shares and never closes.
+// NewPool returns a Pool over c, which it shares and never closes. Close
+// the Pool when done with it: it stops the Pool's background workers.
 //
 // With a *redis.Client (redis.NewClient, redis.NewFailoverClient) each
 // connection is one pooled connection of the client (Client.Conn), so a
@@ -104,23 +105,39 @@ func NewPool(c redis.UniversalClient) *Pool {
 		}
 		p.readTimeout = c.Options().ReadTimeout
 	}
-	if e, ok := c.(executor); ok {
-		p.routed = e
-	} else {
-		p.routed = untyped{c}
-	}
 	return p
 }
 
-var errNilClient = errors.New("goredis: NewPool was given a nil client")
+var (
+	errNilClient  = errors.New("goredis: NewPool was given a nil client")
+	errPoolClosed = errors.New("goredis: get on a closed Pool")
+)
+
+// Close stops the Pool's background workers, which run the commands of
+// DoContext and Flush, and makes GetContext fail from then on. It returns
+// once the idle workers have exited; a worker still running a command
+// exits when the command is done. Close the Engine first (Engine.Close
+// waits for its background work), and the go-redis client, which the Pool
+// shares and never closes, after. Close always returns nil.
+func (p *Pool) Close() error {
+	if p == nil {
+		return nil
+	}
+	p.workers.close()
+	return nil
+}
 
 // GetContext returns a connection: a redigo redis.Conn that also satisfies
 // redis.ConnWithContext and redis.ConnWithTimeout, and, on a cluster
 // client, has Bind(keys ...string) error. It returns ctx.Err() if ctx is
-// done. The caller must Close the connection.
+// done, and an error once the Pool is closed. The caller must Close the
+// connection.
 func (p *Pool) GetContext(ctx context.Context) (redigo.Conn, error) {
 	if p == nil || p.client == nil {
 		return nil, errNilClient
+	}
+	if p.workers.isClosed() {
+		return nil, errPoolClosed
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -132,46 +149,57 @@ func (p *Pool) GetContext(ctx context.Context) (redigo.Conn, error) {
 	case p.cluster != nil:
 		return &clusterConn{conn: conn{pool: p, exec: p.cluster, readTimeout: p.readTimeout}, client: p.cluster, ctx: ctx}, nil
 	}
-	return &conn{pool: p, exec: p.routed, readTimeout: p.readTimeout}, nil
+	return &conn{pool: p, exec: p.client, readTimeout: p.readTimeout}, nil
 }
 
-// executor runs commands: a pinned *redis.Conn, or a client that routes
-// each command itself. Both have these methods.
-type executor interface {
-	Process(ctx context.Context, cmd redis.Cmder) error
-	Pipeline() redis.Pipeliner
-	Wait(ctx context.Context, numSlaves int, timeout time.Duration) *redis.IntCmd
-	WaitAOF(ctx context.Context, numLocal, numSlaves int, timeout time.Duration) *redis.IntCmd
-	BLPop(ctx context.Context, timeout time.Duration, keys ...string) *redis.StringSliceCmd
-	BRPop(ctx context.Context, timeout time.Duration, keys ...string) *redis.StringSliceCmd
-	BRPopLPush(ctx context.Context, source, destination string, timeout time.Duration) *redis.StringCmd
-	BLMove(ctx context.Context, source, destination, srcpos, destpos string, timeout time.Duration) *redis.StringCmd
-}
-
-// untyped is a UniversalClient of a type this package does not know; its
-// WAIT and WAITAOF get no longer read timeout than other commands.
-type untyped struct{ redis.UniversalClient }
-
-func (u untyped) Wait(ctx context.Context, numSlaves int, timeout time.Duration) *redis.IntCmd {
-	cmd := redis.NewIntCmd(ctx, "wait", numSlaves, timeout.Milliseconds())
-	_ = u.Process(ctx, cmd)
-	return cmd
-}
-
-func (u untyped) WaitAOF(ctx context.Context, numLocal, numSlaves int, timeout time.Duration) *redis.IntCmd {
-	cmd := redis.NewIntCmd(ctx, "waitaof", numLocal, numSlaves, timeout.Milliseconds())
-	_ = u.Process(ctx, cmd)
-	return cmd
-}
+// The go-redis methods a connection calls, each an interface of its own
+// that a pinned *redis.Conn or a client is asked for when the command
+// comes: a method whose signature a go-redis release changes (WaitAOF's
+// reply became an *IntSliceCmd in v9.22) costs the command that uses it
+// its typed path, never the build. TestTypedMethods says which the
+// go-redis in use offers.
+type (
+	// processor runs any command: every connection has it.
+	processor interface {
+		Process(ctx context.Context, cmd redis.Cmder) error
+	}
+	pipeliner interface {
+		Pipeline() redis.Pipeliner
+	}
+	waiter interface {
+		Wait(ctx context.Context, numSlaves int, timeout time.Duration) *redis.IntCmd
+	}
+	// waitAOFer is go-redis v9.22 and later; before, WaitAOF parsed the
+	// reply as one integer, which WAITAOF's array is not.
+	waitAOFer interface {
+		WaitAOF(ctx context.Context, numLocal, numSlaves int, timeout time.Duration) *redis.IntSliceCmd
+	}
+	blPopper interface {
+		BLPop(ctx context.Context, timeout time.Duration, keys ...string) *redis.StringSliceCmd
+	}
+	brPopper interface {
+		BRPop(ctx context.Context, timeout time.Duration, keys ...string) *redis.StringSliceCmd
+	}
+	brPopLPusher interface {
+		BRPopLPush(ctx context.Context, source, destination string, timeout time.Duration) *redis.StringCmd
+	}
+	blMover interface {
+		BLMove(ctx context.Context, source, destination, srcpos, destpos string, timeout time.Duration) *redis.StringCmd
+	}
+)
 
 // workers run commands in the background: for DoContext, whose caller
 // must be free to give up when its context ends, and for Flush, which
 // returns before the replies are in. A worker waits a while for the next
 // command before it exits, so its stack, grown by go-redis's deep call
-// path, serves many commands.
+// path, serves many commands. Once closed, an idle worker exits at once
+// and a busy one after its command; a command still sent then (on a
+// connection taken before Close) runs on a goroutine of its own.
 type workers struct {
-	mu   sync.Mutex
-	idle []chan func()
+	mu       sync.Mutex
+	idle     []chan func()
+	closed   bool
+	stopping sync.WaitGroup // idle workers told to exit by close
 }
 
 const (
@@ -189,7 +217,12 @@ func (w *workers) run(f func()) {
 		ch <- f // buffered: never blocks
 		return
 	}
+	closed := w.closed
 	w.mu.Unlock()
+	if closed {
+		go f()
+		return
+	}
 	ch := make(chan func(), 1)
 	ch <- f
 	go w.loop(ch)
@@ -200,10 +233,14 @@ func (w *workers) loop(ch chan func()) {
 	defer timer.Stop()
 	for {
 		select {
-		case f := <-ch:
+		case f, ok := <-ch:
+			if !ok { // closed while idle
+				w.stopping.Done()
+				return
+			}
 			f()
 			w.mu.Lock()
-			if len(w.idle) >= maxIdleWorkers {
+			if w.closed || len(w.idle) >= maxIdleWorkers {
 				w.mu.Unlock()
 				return
 			}
@@ -223,4 +260,26 @@ func (w *workers) loop(ch chan func()) {
 			// run took this worker as the timer fired: its f is in ch.
 		}
 	}
+}
+
+func (w *workers) isClosed() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.closed
+}
+
+// close tells every idle worker to exit and waits until they have; busy
+// workers exit when their command is done.
+func (w *workers) close() {
+	w.mu.Lock()
+	if !w.closed {
+		w.closed = true
+		w.stopping.Add(len(w.idle))
+		for _, ch := range w.idle {
+			close(ch)
+		}
+		w.idle = nil
+	}
+	w.mu.Unlock()
+	w.stopping.Wait()
 }

@@ -269,7 +269,7 @@ func TestTransaction(t *testing.T) {
 		// A connection closed inside MULTI: DISCARD, so the next user of
 		// go-redis's connection is not in a transaction.
 		client := newClientOpts(t, &redis.Options{Addr: s.addr, Protocol: s.proto, PoolSize: 1})
-		c, _ := NewPool(client).GetContext(context.Background())
+		c, _ := newPool(t, client).GetContext(context.Background())
 		c.Do("MULTI")
 		c.Do("SET", k, "never")
 		c.Close()
@@ -284,7 +284,7 @@ func TestTransaction(t *testing.T) {
 func TestContext(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		client := newClient(t, s.addr, s.proto)
-		p := NewPool(client)
+		p := newPool(t, client)
 		c, err := p.GetContext(context.Background())
 		if err != nil {
 			t.Fatal(err)
@@ -357,7 +357,7 @@ func TestContext(t *testing.T) {
 func TestCloseReturnsConnection(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		client := newClientOpts(t, &redis.Options{Addr: s.addr, Protocol: s.proto, PoolSize: 1, PoolTimeout: 200 * time.Millisecond})
-		p := NewPool(client)
+		p := newPool(t, client)
 		for i := 0; i < 5; i++ {
 			c, err := p.GetContext(context.Background())
 			if err != nil {
@@ -416,7 +416,7 @@ func TestBlocking(t *testing.T) {
 		t.Run(protoName(proto), func(t *testing.T) {
 			s := newServer(t, addr, proto, nil)
 			client := newClientOpts(t, &redis.Options{Addr: addr, Protocol: proto, ReadTimeout: 300 * time.Millisecond})
-			p := NewPool(client)
+			p := newPool(t, client)
 			c, _ := p.GetContext(context.Background())
 			defer c.Close()
 			k := s.key("q")

@@ -1,5 +1,7 @@
 -- lock_extend: give the caller's lock a new lease, only if it still holds it
--- and no later renewal of its own has landed first.
+-- and no later renewal of its own has landed first. It also confirms a
+-- lock handed over to a waiter, whose lease ran only to the end of its
+-- queue entry.
 -- KEYS[1] lock key
 -- ARGV[1] token, ARGV[2] new lease in ms, ARGV[3] the renewal's sequence
 -- number (the holder numbers its renewals 1, 2, 3, ... as it sends them)
@@ -10,10 +12,11 @@
 -- The sequence is what lets Extend win against a watchdog renewal sent
 -- before it but delayed in the network: whichever lands last, the server
 -- keeps the lease of the renewal sent last.
-if redis.call('HGET', KEYS[1], 'token') ~= ARGV[1] then
+local holder = redis.call('HMGET', KEYS[1], 'token', 'seq')
+if holder[1] ~= ARGV[1] then
   return 0
 end
-if tonumber(redis.call('HGET', KEYS[1], 'seq')) >= tonumber(ARGV[3]) then
+if tonumber(holder[2]) >= tonumber(ARGV[3]) then
   return 2
 end
 -- PEXPIRE first: it is not refused at maxmemory, and once a script has

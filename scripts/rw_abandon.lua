@@ -4,20 +4,19 @@
 -- of its may still be on its way on another connection (void the token, so
 -- it takes nothing and queues nowhere when it lands).
 -- KEYS as rw_acquire: KEYS[1] leases, KEYS[2] holds, KEYS[3] fence counter,
--- KEYS[4] queue, KEYS[5] waiters, KEYS[6] this engine's inbox, KEYS[7] the
--- token's void mark
+-- KEYS[4] queue, KEYS[5] waiters, KEYS[6] the token's void mark
 -- ARGV[1] token, ARGV[2] ms a late call could still act for (the longer of
--- the lease and the queue entry's lifetime)
+-- the lease and the queue entry's lifetime), ARGV[3] fence retention in
+-- ms, ARGV[4] wake channel prefix
 -- reply: 1 if the caller held and gave it back, 0 otherwise.
-local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5]}
+local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5],
+  retention = ARGV[3], wake = ARGV[4]}
 local err = rw_check(k)
 if err then return err end
-redis.call('LLEN', KEYS[6])
 local now = now_ms()
 local lease = redis.call('ZSCORE', k.leases, ARGV[1])
-redis.call('SET', KEYS[7], 1, 'PX', ARGV[2])
+redis.call('SET', KEYS[6], 1, 'PX', ARGV[2])
 q_leave(k.q, k.w, ARGV[1])
-q_unwake(KEYS[6], ARGV[1])
 rw_drop(k, ARGV[1])
 rw_settle(k, now)
 if lease and tonumber(lease) > now then

@@ -3,10 +3,12 @@
 -- a writer lets in the whole run of readers at the head), waking them.
 -- KEYS[1] leases, KEYS[2] holds, KEYS[3] fence counter, KEYS[4] queue,
 -- KEYS[5] waiters
--- ARGV[1] token
+-- ARGV[1] token, ARGV[2] fence retention in ms, ARGV[3] wake channel
+-- prefix
 -- reply: 1 if the caller held (and no longer does), 0 if its hold had run
 -- out or was gone (any remnant is removed either way).
-local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5]}
+local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5],
+  retention = ARGV[2], wake = ARGV[3]}
 local now, token = now_ms(), ARGV[1]
 local lease = redis.call('ZSCORE', k.leases, token)
 -- Read what this call may write (type errors before the first write): the

@@ -1,15 +1,16 @@
--- semaphore_refresh: move a live permit's deadline to now + TTL.
+-- semaphore_refresh: move a live permit's deadline to now + TTL. It also
+-- confirms a permit handed over to a waiter, whose deadline was the end
+-- of its queue entry.
 -- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
 -- queue, KEYS[6] waiters
--- ARGV[1] id, ARGV[2] TTL in ms
+-- ARGV[1] id, ARGV[2] TTL in ms, ARGV[3] fence retention in ms, ARGV[4]
+-- wake channel prefix
 -- reply: 1 if refreshed; 0 if it had timed out or was gone.
 --
 -- Unlike the book's refresh_fair_semaphore, which ZADDs first and so brings
 -- a timed-out permit back, a permit past its deadline is never revived: its
 -- remnants are removed, its slot goes to a waiter, and the caller is told.
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
-local _, err = sem_check(k)
-if err then return err end
 local now = now_ms()
 local deadline = redis.call('ZSCORE', k.timeouts, ARGV[1])
 local rank = redis.call('ZSCORE', k.owner, ARGV[1])
@@ -17,8 +18,9 @@ if deadline and rank and tonumber(deadline) > now then
   redis.call('ZADD', k.timeouts, now + tonumber(ARGV[2]), ARGV[1])
   return 1
 end
-redis.call('ZREM', k.timeouts, ARGV[1])
-redis.call('ZREM', k.owner, ARGV[1])
-sem_purge(k, now)
-sem_settle(k, now)
+local st, err = sem_read(k)
+if err then return err end
+sem_drop(k, ARGV[1], now)
+sem_purge(k, st, now)
+sem_settle(k, st, now, ARGV[3], ARGV[4])
 return 0

@@ -2,19 +2,17 @@
 -- waiter, whom it wakes.
 -- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
 -- queue, KEYS[6] waiters
--- ARGV[1] id
+-- ARGV[1] id, ARGV[2] fence retention in ms, ARGV[3] wake channel prefix
 -- reply: 1 if the permit was held, 0 if it had timed out or was gone (any
 -- remnant is removed either way).
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
-local _, err = sem_check(k)
+local st, err = sem_read(k)
 if err then return err end
 local now = now_ms()
-local deadline = redis.call('ZSCORE', k.timeouts, ARGV[1])
-redis.call('ZREM', k.timeouts, ARGV[1])
-redis.call('ZREM', k.owner, ARGV[1])
-sem_purge(k, now)
-sem_settle(k, now)
-if deadline and tonumber(deadline) > now then
+local live = sem_drop(k, ARGV[1], now)
+sem_purge(k, st, now)
+sem_settle(k, st, now, ARGV[2], ARGV[3])
+if live then
   return 1
 end
 return 0

@@ -1,6 +1,7 @@
 package suite
 
 import (
+	"maps"
 	"testing"
 
 	"github.com/atomicredis/atomicredis"
@@ -15,7 +16,7 @@ func recentList(t *testing.T, s *server) {
 		}
 	}
 	// Newest first, deduplicated, 4 kept: Alfred ålborg alice carol.
-	got, err := redis.Strings(s.Do("LRANGE", s.ns+"recent:{u1}", 0, -1))
+	got, err := redis.Strings(s.do("LRANGE", s.ns+"recent:{u1}", 0, -1))
 	if want := []string{"Alfred", "ålborg", "alice", "carol"}; err != nil || !sameStrings(got, want) {
 		t.Errorf("list %q, %v; want %q", got, err, want)
 	}
@@ -32,8 +33,10 @@ func recentList(t *testing.T, s *server) {
 		{"Å", 10, nil}, // ASCII case only: Å and å differ
 		{"å", 10, []string{"ålborg"}},
 		{"alicex", 10, nil},
-		{"c", 10, []string{"carol"}},
-		{"b", 10, nil}, // Bob fell off the end
+		{"c", 10, []string{"carol", "alice"}}, // a prefix match, then one that contains it
+		{"b", 10, []string{"ålborg"}},         // Bob fell off the end
+		{"LI", 10, []string{"alice"}},
+		{"alfred", 10, []string{"Alfred"}},
 	} {
 		got, err := e.SuggestRecent(ctx, "u1", c.prefix, c.limit)
 		if err != nil || !sameStrings(got, c.want) {
@@ -46,7 +49,7 @@ func recentList(t *testing.T, s *server) {
 	if err := e.RemoveRecent(ctx, "u1", "nobody"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.SuggestRecent(ctx, "u1", "a", 10); err != nil || !sameStrings(got, []string{"Alfred"}) {
+	if got, err := e.SuggestRecent(ctx, "u1", "a", 10); err != nil || !sameStrings(got, []string{"Alfred", "carol"}) {
 		t.Errorf("after RemoveRecent: %q, %v", got, err)
 	}
 	if err := e.AddRecent(ctx, "u1", "carol"); err != nil {
@@ -94,7 +97,7 @@ func suggestExact(t *testing.T, s *server) {
 			t.Errorf("Suggest(%q, %d) = %q, %v; want %q", c.prefix, c.limit, got, err, c.want)
 		}
 	}
-	if after := s.snapshot(t); !sameMap(before, after) {
+	if after := s.snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("queries changed the set")
 	}
 	if err := e.RemoveMembers(ctx, "g", "abc", "nope"); err != nil {
@@ -116,9 +119,10 @@ func suggestExact(t *testing.T, s *server) {
 
 func activity(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
+	far := int64(atomicredis.MaxActiveID >> 12) // 2^51 - 1: bit 511 of shard 268,451,841 (8,388,096 ids a shard)
 	marks := map[string][]int64{
 		"2026-11-19": {1, 5, 9},
-		"2026-11-20": {5, 7, atomicredis.MaxActiveID >> 12},
+		"2026-11-20": {5, 7, far},
 		"":           {0}, // the empty period is a period too
 		"a{b}:c":     {3},
 	}
@@ -134,7 +138,7 @@ func activity(t *testing.T, s *server) {
 		id     int64
 		want   bool
 	}{
-		{"2026-11-19", 5, true}, {"2026-11-19", 7, false}, {"2026-11-20", atomicredis.MaxActiveID >> 12, true},
+		{"2026-11-19", 5, true}, {"2026-11-19", 7, false}, {"2026-11-20", far, true}, {"2026-11-20", far - 1, false},
 		{"", 0, true}, {"", 1, false}, {"none", 1, false}, {"a{b}:c", 3, true},
 	} {
 		if got, err := e.IsActive(ctx, "daily", c.period, c.id); got != c.want || err != nil {
@@ -142,21 +146,71 @@ func activity(t *testing.T, s *server) {
 		}
 	}
 	for _, c := range []struct {
-		periods []string
-		want    int64
+		periods  []string
+		any, all int64
 	}{
-		{[]string{"2026-11-19"}, 3},
-		{[]string{"2026-11-19", "2026-11-20"}, 5},
-		{[]string{"2026-11-19", "2026-11-20", "", "a{b}:c", "missing"}, 7},
-		{[]string{"missing"}, 0},
-		{[]string{"2026-11-19", "2026-11-19"}, 3},
+		{[]string{"2026-11-19"}, 3, 3},
+		{[]string{"2026-11-19", "2026-11-20"}, 5, 1},
+		{[]string{"2026-11-19", "2026-11-20", "", "a{b}:c", "missing"}, 7, 0},
+		{[]string{"missing"}, 0, 0},
+		{[]string{"2026-11-20", "2026-11-20"}, 3, 3},
 	} {
-		if got, err := e.CountActive(ctx, "daily", c.periods...); got != c.want || err != nil {
-			t.Errorf("CountActive(%q) = %d, %v; want %d", c.periods, got, err, c.want)
+		if got, err := e.CountActive(ctx, "daily", c.periods...); got != c.any || err != nil {
+			t.Errorf("CountActive(%q) = %d, %v; want %d", c.periods, got, err, c.any)
+		}
+		if got, err := e.CountActiveAll(ctx, "daily", c.periods...); got != c.all || err != nil {
+			t.Errorf("CountActiveAll(%q) = %d, %v; want %d", c.periods, got, err, c.all)
 		}
 	}
-	want := []string{s.ns + "active:{daily}:", s.ns + "active:{daily}:2026-11-19", s.ns + "active:{daily}:2026-11-20", s.ns + "active:{daily}:a{b}:c"}
+	// One bitmap a (period, shard), one index a period; no scratch key left.
+	var want []string
+	for _, k := range []string{"bitindex:{daily}:", "bitindex:{daily}:2026-11-19", "bitindex:{daily}:2026-11-20", "bitindex:{daily}:a{b}:c",
+		"bits:{daily:0}:", "bits:{daily:0}:2026-11-19", "bits:{daily:0}:2026-11-20", "bits:{daily:0}:a{b}:c", "bits:{daily:268451841}:2026-11-20"} {
+		want = append(want, s.ns+k)
+	}
 	if got := s.keys(t); !sameStrings(got, want) {
-		t.Errorf("keys %q, want %q (one a period, no scratch key left)", got, want)
+		t.Errorf("keys %q, want %q", got, want)
+	}
+}
+
+// A key of the wrong type at a shard's bitmap or at a period's index: an
+// error carrying the server's reply, and nothing changed. (The engine has
+// indexed the shard already: a first mark writes the index before the
+// shard, and a shard that then fails leaves the index naming it.)
+func activityWrongType(t *testing.T, s *server) {
+	ctx, e := ctxT(t), s.engine()
+	for _, p := range []string{"a", "p"} {
+		if err := e.MarkActive(ctx, "w", p, 3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	shard, index := s.ns+"bits:{w:0}:p", s.ns+"bitindex:{w}:p"
+	dense := make([]int64, 300) // goes as one run of bytes OR-ed in
+	for i := range dense {
+		dense[i] = int64(i)
+	}
+	for _, c := range []struct {
+		name, key string
+		run       func() error
+	}{
+		{"MarkActive, the shard a list", shard, func() error { return e.MarkActive(ctx, "w", "p", 1) }},
+		{"MarkActiveMany, the shard a list", shard, func() error { return e.MarkActiveMany(ctx, "w", "p", 1, 2) }},
+		{"MarkActiveMany (dense), the shard a list", shard, func() error { return e.MarkActiveMany(ctx, "w", "p", dense...) }},
+		{"IsActive, the shard a list", shard, func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
+		{"CountActive, the shard a list", shard, func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
+		{"CountActive, a later period's shard a list", shard, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
+		{"CountActiveAll, a later period's shard a list", shard, func() error { _, err := e.CountActiveAll(ctx, "w", "a", "p"); return err }},
+		{"MarkActive by a new engine, the index a list", index, func() error { return s.engine().MarkActive(ctx, "w", "p", 1<<23) }},
+		{"CountActive, the index a list", index, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
+	} {
+		s.must(t, "DEL", c.key)
+		s.must(t, "RPUSH", c.key, "x", "y\xff")
+		wantWrongType(t, s, c.name, c.run)
+		s.must(t, "DEL", c.key)
+		if c.key == shard {
+			s.must(t, "SETBIT", shard, 3, 1)
+		} else {
+			s.must(t, "ZADD", index, 0, 0)
+		}
 	}
 }

@@ -21,6 +21,9 @@ var noInvalidArgument = map[string]string{
 	"Lock.Token":     "takes nothing",
 	"Lock.Fence":     "takes nothing",
 	"Lock.Lost":      "takes nothing",
+	"Lock.Context":   "takes only a parent context (nil is taken as Background)",
+	"Permit.Lost":    "takes nothing",
+	"Permit.Context": "takes only a parent context (nil is taken as Background)",
 	"Permit.Release": "takes only ctx",
 	"Permit.Refresh": "takes only ctx",
 	"Permit.TTL":     "takes only ctx",
@@ -60,7 +63,7 @@ func invalidCases(m reflect.Method) []string {
 		case in.Kind() == reflect.Int:
 			counts("limit")
 		case in.Kind() == reflect.Int64:
-			cases = append(cases, "id -1", "id 2^32")
+			cases = append(cases, "id -1", "id -2^63")
 		case in.Kind() == reflect.Struct:
 			for j := 0; j < in.NumField(); j++ {
 				f := in.Field(j)

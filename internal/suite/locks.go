@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"errors"
+	"maps"
 	"runtime"
 	"strings"
 	"sync"
@@ -81,7 +82,7 @@ func lockStaleHolder(t *testing.T, s *server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.advance(t, 80*time.Millisecond)
+	s.advance(80 * time.Millisecond)
 	fresh, err := e.TryLock(ctx, "job", lockOpts{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("lock not free after its lease: %v", err)
@@ -104,7 +105,7 @@ func lockStaleHolder(t *testing.T, s *server) {
 	if held, err := fresh.Held(ctx); !held || err != nil {
 		t.Errorf("the new holder's Held = %v, %v after the stale holder's calls", held, err)
 	}
-	if v, err := redis.String(s.Do("HGET", s.ns+"lock:{job}", "token")); v != fresh.Token() {
+	if v, err := redis.String(s.do("HGET", s.ns+"lock:{job}", "token")); v != fresh.Token() {
 		t.Errorf("lock holds token %q (%v), want the new holder's", v, err)
 	}
 	if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second || ttl > time.Minute {
@@ -204,7 +205,7 @@ func lockContext(t *testing.T, s *server) {
 		t.Errorf("TryLock on a done ctx: %v", err)
 	}
 	settle(t, e)
-	if after := s.snapshot(t); !sameMap(before, after) {
+	if after := s.snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("a done ctx wrote: %q -> %q", before, after)
 	}
 
@@ -228,8 +229,8 @@ func lockContext(t *testing.T, s *server) {
 	t.Logf("%d of 200 acquisitions cut off by their context", cut)
 	settle(t, e)
 	if locked, err := s.engine().IsLocked(context.Background(), "cut"); err != nil || locked {
-		holder, _ := redis.String(s.Do("HGET", s.ns+"lock:{cut}", "token"))
-		voids, _ := s.Keys(s.ns + "lock:{cut}:void:*")
+		holder, _ := redis.String(s.do("HGET", s.ns+"lock:{cut}", "token"))
+		voids, _ := s.ts.KeysMatching(s.ns + "lock:{cut}:void:*")
 		t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, holder, len(voids), voids[:min(3, len(voids))])
 	}
 }

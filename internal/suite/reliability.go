@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -49,10 +51,10 @@ func invalidCalls(held *atomicredis.Lock) []engineCall {
 		add(prefix+" 0", func(ctx C, e *E) error { return run(ctx, e, 0) })
 		add(prefix+" -1", func(ctx C, e *E) error { return run(ctx, e, -1) })
 	}
-	// ids adds the ids just outside [0, 2^32).
+	// ids adds negative ids: -1 and the most negative.
 	ids := func(method string, run func(ctx C, e *E, id int64) error) {
 		add(method+": id -1", func(ctx C, e *E) error { return run(ctx, e, -1) })
-		add(method+": id 2^32", func(ctx C, e *E) error { return run(ctx, e, atomicredis.MaxActiveID+1) })
+		add(method+": id -2^63", func(ctx C, e *E) error { return run(ctx, e, math.MinInt64) })
 	}
 
 	type lockFunc = func(C, string, lockOpts) (*atomicredis.Lock, error)
@@ -73,17 +75,27 @@ func invalidCalls(held *atomicredis.Lock) []engineCall {
 		durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{Wait: d}) })
 	}
 	names("IsLocked", func(ctx C, e *E, name string) error { _, err := e.IsLocked(ctx, name); return err })
+	names("LockInfo", func(ctx C, e *E, name string) error { _, err := e.LockInfo(ctx, name); return err })
+	names("ForceUnlock", func(ctx C, e *E, name string) error { _, err := e.ForceUnlock(ctx, name); return err })
 	durations("Lock.Extend: duration", func(ctx C, e *E, d time.Duration) error { return held.Extend(ctx, d) })
 
-	names("AcquireSemaphore", func(ctx C, e *E, name string) error { return acquire(name, semOpts{Limit: 1})(ctx, e) })
-	counts("AcquireSemaphore: Limit", func(ctx C, e *E, n int) error { return acquire("s", semOpts{Limit: n})(ctx, e) })
-	durations("AcquireSemaphore: TTL", func(ctx C, e *E, d time.Duration) error {
-		return acquire("s", semOpts{Limit: 1, TTL: d})(ctx, e)
-	})
-	durations("AcquireSemaphore: Wait", func(ctx C, e *E, d time.Duration) error {
-		return acquire("s", semOpts{Limit: 1, Wait: d})(ctx, e)
-	})
+	for method, acquire := range map[string]func(e *E) semFunc{
+		"AcquireSemaphore":    func(e *E) semFunc { return e.AcquireSemaphore },
+		"TryAcquireSemaphore": func(e *E) semFunc { return e.TryAcquireSemaphore },
+	} {
+		run := func(ctx C, e *E, name string, o semOpts) error {
+			_, err := acquire(e)(ctx, name, o)
+			return err
+		}
+		names(method, func(ctx C, e *E, name string) error { return run(ctx, e, name, semOpts{Limit: 1}) })
+		counts(method+": Limit", func(ctx C, e *E, n int) error { return run(ctx, e, "s", semOpts{Limit: n}) })
+		durations(method+": TTL", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, TTL: d}) })
+		durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, Wait: d}) })
+	}
 	names("SemaphoreHolders", func(ctx C, e *E, name string) error { _, err := e.SemaphoreHolders(ctx, name); return err })
+	names("SemaphoreInfo", func(ctx C, e *E, name string) error { _, err := e.SemaphoreInfo(ctx, name); return err })
+	names("SetSemaphoreLimit", func(ctx C, e *E, name string) error { return e.SetSemaphoreLimit(ctx, name, 2) })
+	counts("SetSemaphoreLimit: limit", func(ctx C, e *E, n int) error { return e.SetSemaphoreLimit(ctx, "s", n) })
 
 	names("AddRecent", func(ctx C, e *E, name string) error { return e.AddRecent(ctx, name, "x") })
 	add("AddRecent: empty item", func(ctx C, e *E) error { return e.AddRecent(ctx, "l", "") })
@@ -100,8 +112,18 @@ func invalidCalls(held *atomicredis.Lock) []engineCall {
 	ids("MarkActive", func(ctx C, e *E, id int64) error { return e.MarkActive(ctx, "g", "p", id) })
 	names("IsActive", func(ctx C, e *E, name string) error { _, err := e.IsActive(ctx, name, "p", 1); return err })
 	ids("IsActive", func(ctx C, e *E, id int64) error { _, err := e.IsActive(ctx, "g", "p", id); return err })
+	names("MarkActiveMany", func(ctx C, e *E, name string) error { return e.MarkActiveMany(ctx, name, "p", 1, 2) })
+	for _, n := range badNames {
+		add(fmt.Sprintf("MarkActiveMany: name %q, no ids", n), func(ctx C, e *E) error { return e.MarkActiveMany(ctx, n, "p") })
+	}
+	ids("MarkActiveMany", func(ctx C, e *E, id int64) error { return e.MarkActiveMany(ctx, "g", "p", id) })
+	add("MarkActiveMany: id -1 after good ids in other shards", func(ctx C, e *E) error {
+		return e.MarkActiveMany(ctx, "g", "p", 1, 5<<23, 1<<40, -1)
+	})
 	names("CountActive", func(ctx C, e *E, name string) error { _, err := e.CountActive(ctx, name, "p"); return err })
 	add("CountActive: no periods", func(ctx C, e *E) error { _, err := e.CountActive(ctx, "g"); return err })
+	names("CountActiveAll", func(ctx C, e *E, name string) error { _, err := e.CountActiveAll(ctx, name, "p"); return err })
+	add("CountActiveAll: no periods", func(ctx C, e *E) error { _, err := e.CountActiveAll(ctx, "g"); return err })
 	return calls
 }
 
@@ -111,10 +133,12 @@ func tryLock(name string, o lockOpts) func(context.Context, *atomicredis.Engine)
 
 func acquire(name string, o semOpts) func(context.Context, *atomicredis.Engine) error {
 	return func(ctx context.Context, e *atomicredis.Engine) error {
-		_, err := e.AcquireSemaphore(ctx, name, o)
+		_, err := e.TryAcquireSemaphore(ctx, name, o)
 		return err
 	}
 }
+
+type semFunc = func(context.Context, string, semOpts) (*atomicredis.Permit, error)
 
 // Every invalid argument is ErrInvalid, with the package's prefix, and
 // writes nothing.
@@ -133,11 +157,11 @@ func badInputWritesNothing(t *testing.T, s *server) {
 			t.Errorf("%s: error %q lacks the package prefix", c.name, err)
 		}
 	}
-	bad := atomicredis.New(s.Pool, atomicredis.WithNamespace(s.ns+"{"))
+	bad := atomicredis.New(s.pool, atomicredis.WithNamespace(s.ns+"{"))
 	if err := tryLock("x", lockOpts{})(ctx, bad); !errors.Is(err, atomicredis.ErrInvalid) {
 		t.Errorf("TryLock on an engine with a braced namespace: %v, want ErrInvalid", err)
 	}
-	if after := s.snapshot(t); !sameMap(before, after) {
+	if after := s.snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("bad input changed keys:\n%q\n->\n%q", before, after)
 	}
 }
@@ -172,10 +196,6 @@ func wrongType(t *testing.T, s *server) {
 		{"AddMembers on a list", "members:{w}", func() error { return e.AddMembers(ctx, "w", "x", "y") }},
 		{"Suggest on a list", "members:{w}", func() error { _, err := e.Suggest(ctx, "w", "x", 1); return err }},
 		{"RemoveMembers on a list", "members:{w}", func() error { return e.RemoveMembers(ctx, "w", "x") }},
-		{"MarkActive on a list", "active:{w}:p", func() error { return e.MarkActive(ctx, "w", "p", 1) }},
-		{"IsActive on a list", "active:{w}:p", func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
-		{"CountActive, one period a list", "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
-		{"CountActive, a later period a list", "active:{w}:p", func() error { _, err := e.CountActive(ctx, "w", "a", "b", "p"); return err }},
 	} {
 		key := s.ns + c.key
 		s.must(t, "DEL", key)
@@ -187,22 +207,8 @@ func wrongType(t *testing.T, s *server) {
 		default:
 			s.must(t, "RPUSH", key, "x", "y\xff")
 		}
-		if strings.Contains(c.name, "CountActive") {
-			s.must(t, "SETBIT", s.ns+"active:{w}:a", 3, 1) // a good period before the bad one
-		}
-		before := s.snapshot(t)
-		err := c.run()
-		var reply redis.Error
-		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-			t.Errorf("%s: %v, want a WRONGTYPE error", c.name, err)
-		} else if !errors.As(err, &reply) {
-			t.Errorf("%s: %v (%T) does not wrap the server's reply as a redis.Error", c.name, err, errors.Unwrap(err))
-		}
-		if after := s.snapshot(t); !sameMap(before, after) {
-			t.Errorf("%s changed keys: %q -> %q", c.name, before, after)
-		}
-		s.must(t, "DEL", key) // one key a command: on a cluster the two may lie in different slots
-		s.must(t, "DEL", s.ns+"active:{w}:a")
+		wantWrongType(t, s, c.name, c.run)
+		s.must(t, "DEL", key)
 	}
 
 	// A fence key holding text, not a counter, is refused before the lock
@@ -217,7 +223,7 @@ func wrongType(t *testing.T, s *server) {
 
 	// A permit whose owner set was replaced by another type: an error, no
 	// change.
-	p, err := e.AcquireSemaphore(ctx, "pw", semOpts{Limit: 1})
+	p, err := e.TryAcquireSemaphore(ctx, "pw", semOpts{Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,8 +235,25 @@ func wrongType(t *testing.T, s *server) {
 			t.Errorf("Permit.%s with a list owner set: %v", name, err)
 		}
 	}
-	if after := s.snapshot(t); !sameMap(before, after) {
+	if after := s.snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("changed keys: %q -> %q", before, after)
+	}
+}
+
+// wantWrongType runs a call that meets a key of the wrong type: it must
+// return the server's WRONGTYPE reply as a redis.Error and change nothing.
+func wantWrongType(t *testing.T, s *server, name string, run func() error) {
+	t.Helper()
+	before := s.snapshot(t)
+	err := run()
+	var reply redis.Error
+	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+		t.Errorf("%s: %v, want a WRONGTYPE error", name, err)
+	} else if !errors.As(err, &reply) {
+		t.Errorf("%s: %v (%T) does not wrap the server's reply as a redis.Error", name, err, errors.Unwrap(err))
+	}
+	if after := s.snapshot(t); !maps.Equal(before, after) {
+		t.Errorf("%s changed keys: %q -> %q", name, before, after)
 	}
 }
 
@@ -245,13 +268,13 @@ func scriptFlush(t *testing.T, s *server) {
 	if err := e.AddMembers(ctx, "sf", "abc", "abd"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Broadcast("SCRIPT", "FLUSH"); err != nil {
+	if err := s.broadcast("SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
 	}
-	if err := s.Broadcast("SCRIPT", "FLUSH"); err != nil {
+	if err := s.broadcast("SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
 	if got, err := e.Suggest(ctx, "sf", "ab", 10); err != nil || !sameStrings(got, []string{"abc", "abd"}) {

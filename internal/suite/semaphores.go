@@ -3,6 +3,7 @@ package suite
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -18,11 +19,11 @@ type semOpts = atomicredis.SemaphoreOptions
 func semaphoreLimit(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
 	o := semOpts{Limit: 2, TTL: time.Minute}
-	a, err := e.AcquireSemaphore(ctx, "pool", o)
+	a, err := e.TryAcquireSemaphore(ctx, "pool", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := e.AcquireSemaphore(ctx, "pool", o)
+	b, err := e.TryAcquireSemaphore(ctx, "pool", o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -30,10 +31,10 @@ func semaphoreLimit(t *testing.T, s *server) {
 		t.Errorf("fences %d %d tokens %q %q", a.Fence(), b.Fence(), a.Token(), b.Token())
 	}
 	before := s.snapshot(t)
-	if _, err := e.AcquireSemaphore(ctx, "pool", o); !errors.Is(err, atomicredis.ErrNotAcquired) {
+	if _, err := e.TryAcquireSemaphore(ctx, "pool", o); !errors.Is(err, atomicredis.ErrNotAcquired) {
 		t.Fatalf("third permit of 2: %v", err)
 	}
-	if after := s.snapshot(t); !sameMap(before, after) {
+	if after := s.snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("a refused attempt wrote: %q -> %q", before, after)
 	}
 	if n, err := e.SemaphoreHolders(ctx, "pool"); n != 2 || err != nil {
@@ -52,7 +53,7 @@ func semaphoreLimit(t *testing.T, s *server) {
 	if n, err := e.SemaphoreHolders(ctx, "pool"); n != 1 || err != nil {
 		t.Errorf("holders %d, %v after a release; want 1", n, err)
 	}
-	c, err := e.AcquireSemaphore(ctx, "pool", o)
+	c, err := e.TryAcquireSemaphore(ctx, "pool", o)
 	if err != nil {
 		t.Fatalf("permit after a release: %v", err)
 	}
@@ -71,11 +72,11 @@ func semaphoreLimit(t *testing.T, s *server) {
 
 func semaphoreTimeout(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
-	p, err := e.AcquireSemaphore(ctx, "to", semOpts{Limit: 1, TTL: 50 * time.Millisecond})
+	p, err := e.TryAcquireSemaphore(ctx, "to", semOpts{Limit: 1, TTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.advance(t, 80*time.Millisecond)
+	s.advance(80 * time.Millisecond)
 	if err := p.Refresh(ctx); !errors.Is(err, atomicredis.ErrNotHeld) {
 		t.Errorf("Refresh after the TTL: %v", err)
 	}
@@ -84,26 +85,26 @@ func semaphoreTimeout(t *testing.T, s *server) {
 		t.Errorf("holders %d, %v after a failed Refresh", n, err)
 	}
 	for _, k := range []string{s.ns + "sem:{to}", s.ns + "sem:{to}:owner"} {
-		if v, err := s.Do("ZSCORE", k, p.Token()); v != nil || err != nil {
+		if v, err := s.do("ZSCORE", k, p.Token()); v != nil || err != nil {
 			t.Errorf("%s still scores the timed-out permit: %v %v", k, v, err)
 		}
 	}
 	if err := p.Release(ctx); !errors.Is(err, atomicredis.ErrNotHeld) {
 		t.Errorf("Release after the TTL: %v", err)
 	}
-	if _, err := e.AcquireSemaphore(ctx, "to", semOpts{Limit: 1}); err != nil {
+	if _, err := e.TryAcquireSemaphore(ctx, "to", semOpts{Limit: 1}); err != nil {
 		t.Errorf("slot not free after a timeout: %v", err)
 	}
 }
 
 func semaphoreRefreshKeepsPermit(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
-	p, err := e.AcquireSemaphore(ctx, "rf", semOpts{Limit: 1, TTL: 100 * time.Millisecond})
+	p, err := e.TryAcquireSemaphore(ctx, "rf", semOpts{Limit: 1, TTL: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ { // 600ms: six TTLs
-		s.advance(t, 60*time.Millisecond)
+		s.advance(60 * time.Millisecond)
 		if err := p.Refresh(ctx); err != nil {
 			t.Fatalf("Refresh %d: %v", i, err)
 		}
@@ -111,7 +112,7 @@ func semaphoreRefreshKeepsPermit(t *testing.T, s *server) {
 	if n, err := e.SemaphoreHolders(ctx, "rf"); n != 1 || err != nil {
 		t.Errorf("holders %d, %v after refreshing", n, err)
 	}
-	if _, err := e.AcquireSemaphore(ctx, "rf", semOpts{Limit: 1}); !errors.Is(err, atomicredis.ErrNotAcquired) {
+	if _, err := e.TryAcquireSemaphore(ctx, "rf", semOpts{Limit: 1}); !errors.Is(err, atomicredis.ErrNotAcquired) {
 		t.Errorf("a refreshed permit's slot was given away: %v", err)
 	}
 	if err := p.Release(ctx); err != nil {
@@ -121,7 +122,7 @@ func semaphoreRefreshKeepsPermit(t *testing.T, s *server) {
 
 func semaphoreWait(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
-	a, err := e.AcquireSemaphore(ctx, "wt", semOpts{Limit: 1, TTL: time.Minute})
+	a, err := e.TryAcquireSemaphore(ctx, "wt", semOpts{Limit: 1, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -166,7 +167,7 @@ func semaphoreAdmission(t *testing.T, s *server) {
 	rounds := 100
 	if testing.Short() {
 		rounds = 25
-	} else if s.Mini != nil {
+	} else if s.mini != nil {
 		rounds = 50 // miniredis's Lua under -race on 2 cores: keep it well inside ctxT's minute
 	}
 	var inside, over, granted, maxInside atomic.Int64
@@ -198,8 +199,8 @@ func semaphoreAdmission(t *testing.T, s *server) {
 					// WITHSCORES or ZSCORE: go-redis on RESP3 gives scores as
 					// floats, which the adapter refuses to pass as redigo's.)
 					key := s.ns + "sem:{adm}:owner"
-					n, err := redis.Int(s.Do("ZCARD", key))
-					ranked, err2 := redis.Strings(s.Do("ZRANGEBYSCORE", key, p.Fence(), p.Fence()))
+					n, err := redis.Int(s.do("ZCARD", key))
+					ranked, err2 := redis.Strings(s.do("ZRANGEBYSCORE", key, p.Fence(), p.Fence()))
 					if err != nil || err2 != nil || n > limit || !slices.Contains(ranked, p.Token()) {
 						t.Errorf("owner set of %d (%v), %q at score %d (%v), while holding fence %d as %s", n, err, ranked, p.Fence(), err2, p.Fence(), p.Token())
 					}

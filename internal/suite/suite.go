@@ -13,17 +13,12 @@ package suite
 import (
 	"context"
 	"slices"
-	"sort"
-	"strconv"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/atomicredis/atomicredis"
-	"github.com/gomodule/redigo/redis"
-	"github.com/google/uuid"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 // Target is one client on one server for one test.
@@ -49,13 +44,9 @@ type Target struct {
 	Options []atomicredis.Option
 }
 
-var nsCounter atomic.Int64
-
 // Namespace returns a key prefix unique to one test, so tests on a shared
 // server never see each other's keys.
-func Namespace() string {
-	return "t" + uuid.NewString()[:8] + "-" + strconv.FormatInt(nsCounter.Add(1), 10) + ":"
-}
+func Namespace() string { return testserver.Namespace() }
 
 // Run runs every test of the suite as a subtest, each on a Target of its
 // own from newTarget. On a real server (Mini nil) the keys a test leaves
@@ -81,6 +72,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"RecentList", recentList},
 		{"SuggestExact", suggestExact},
 		{"Activity", activity},
+		{"ActivityWrongType", activityWrongType},
 		{"BadInputWritesNothing", badInputWritesNothing},
 		{"WrongType", wrongType},
 		{"ScriptFlushFallsBackToEval", scriptFlush},
@@ -91,10 +83,17 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	}
 }
 
-// server is a Target with the helpers the tests share.
+// server is a Target with the helpers the tests share; they are named
+// as in the package's own tests (helpers_test.go), and both rest on
+// internal/testserver.
 type server struct {
-	Target
-	ns string
+	ts        *testserver.Server
+	mini      *miniredis.Miniredis // nil on a real server
+	ns        string
+	pool      atomicredis.Pool // the client under test
+	options   []atomicredis.Option
+	broadcast func(cmd string, args ...any) error
+	t         testing.TB // closes the test's engines when it ends
 }
 
 func setup(t *testing.T, tg Target) *server {
@@ -102,9 +101,9 @@ func setup(t *testing.T, tg Target) *server {
 	if tg.Pool == nil || tg.Namespace == "" {
 		t.Fatal("suite: a Target needs a Pool and a Namespace")
 	}
-	s := &server{Target: tg, ns: tg.Namespace}
-	if s.Do == nil {
-		s.Do = func(cmd string, args ...any) (any, error) {
+	ts := &testserver.Server{Name: "target", Mini: tg.Mini, NS: tg.Namespace, DoFunc: tg.Do, KeysFunc: tg.Keys}
+	if ts.DoFunc == nil {
+		ts.DoFunc = func(cmd string, args ...any) (any, error) {
 			c, err := tg.Pool.GetContext(context.Background())
 			if err != nil {
 				return nil, err
@@ -113,142 +112,52 @@ func setup(t *testing.T, tg Target) *server {
 			return c.Do(cmd, args...)
 		}
 	}
-	if s.Keys == nil {
-		s.Keys = func(pattern string) ([]string, error) { return redis.Strings(s.Do("KEYS", pattern)) }
+	s := &server{ts: ts, mini: tg.Mini, ns: tg.Namespace, pool: tg.Pool, options: tg.Options, broadcast: tg.Broadcast, t: t}
+	if s.broadcast == nil {
+		s.broadcast = func(cmd string, args ...any) error { _, err := s.do(cmd, args...); return err }
 	}
-	if s.Broadcast == nil {
-		s.Broadcast = func(cmd string, args ...any) error { _, err := s.Do(cmd, args...); return err }
-	}
-	if _, err := s.Do("PING"); err != nil {
-		t.Fatalf("PING: %v", err)
-	}
-	if s.Mini != nil {
-		s.Mini.SetTime(time.Now())
+	s.must(t, "PING")
+	if s.mini != nil {
+		s.mini.SetTime(time.Now())
 	} else {
-		t.Cleanup(func() {
-			ks, _ := s.Keys(s.ns + "*")
-			for _, k := range ks {
-				s.Do("DEL", k)
-			}
-		})
+		ts.DeleteKeysAtEnd(t)
 	}
 	return s
 }
 
-// engine returns an Engine on the target with the test's namespace.
+// engine returns an Engine on the target with the test's namespace,
+// closed when the test ends: its wake subscription would otherwise
+// outlive the test by two seconds.
 func (s *server) engine(opts ...atomicredis.Option) *atomicredis.Engine {
-	all := append([]atomicredis.Option{atomicredis.WithNamespace(s.ns)}, s.Options...)
-	return atomicredis.New(s.Pool, append(all, opts...)...)
+	all := append([]atomicredis.Option{atomicredis.WithNamespace(s.ns)}, s.options...)
+	e := atomicredis.New(s.pool, append(all, opts...)...)
+	s.t.Cleanup(func() { e.Close(context.Background()) })
+	return e
 }
+
+func (s *server) do(cmd string, args ...any) (any, error) { return s.ts.Do(cmd, args...) }
 
 func (s *server) must(t testing.TB, cmd string, args ...any) any {
 	t.Helper()
-	v, err := s.Do(cmd, args...)
-	if err != nil {
-		t.Fatalf("%s %q: %v", cmd, args, err)
-	}
-	return v
+	return s.ts.Must(t, cmd, args...)
 }
 
 // keys lists the test's keys, sorted.
-func (s *server) keys(t testing.TB) []string {
-	t.Helper()
-	ks, err := s.Keys(s.ns + "*")
-	if err != nil {
-		t.Fatalf("keys: %v", err)
-	}
-	sort.Strings(ks)
-	return ks
-}
+func (s *server) keys(t testing.TB) []string { t.Helper(); return s.ts.Keys(t) }
 
 // snapshot is every key of the test with its type and value, to prove
-// that a call changed nothing: DUMP on a real server; miniredis, whose DUMP
-// takes strings only, describes its keys itself.
-func (s *server) snapshot(t testing.TB) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	if s.Mini != nil {
-		out["miniredis"] = s.Mini.Dump()
-		return out
-	}
-	for _, k := range s.keys(t) {
-		typ, err := redis.String(s.Do("TYPE", k))
-		if err != nil {
-			t.Fatalf("TYPE %s: %v", k, err)
-		}
-		dump, err := redis.String(s.Do("DUMP", k))
-		if err != nil && err != redis.ErrNil {
-			t.Fatalf("DUMP %s: %v", k, err)
-		}
-		out[k] = typ + " " + strconv.Quote(dump)
-	}
-	return out
-}
+// that a call changed nothing.
+func (s *server) snapshot(t testing.TB) map[string]string { t.Helper(); return s.ts.Snapshot(t) }
 
-func sameMap(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if w, ok := b[k]; !ok || w != v {
-			return false
-		}
-	}
-	return true
-}
-
-// advance moves time forward by d: on miniredis the TTL clock
-// (FastForward) and TIME (SetTime) jump at once; a real server is waited
-// on.
-func (s *server) advance(t testing.TB, d time.Duration) {
-	if s.Mini == nil {
-		time.Sleep(d)
-		return
-	}
-	v, err := redis.Int64s(s.Do("TIME"))
-	if err != nil || len(v) != 2 {
-		t.Fatalf("TIME: %v %v", v, err)
-	}
-	s.Mini.FastForward(d)
-	s.Mini.SetTime(time.Unix(v[0], v[1]*1000).Add(d))
-}
+// advance moves time forward by d: miniredis's clocks jump, a real server
+// is waited on.
+func (s *server) advance(d time.Duration) { s.ts.Advance(d) }
 
 // realtime makes miniredis's clocks follow the wall clock until the test
 // ends, for goroutines that pace themselves in real time (the watchdog,
 // waiters). A real server needs nothing.
-func (s *server) realtime(t testing.TB) {
-	if s.Mini == nil {
-		return
-	}
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		last := time.Now()
-		s.Mini.SetTime(last)
-		tick := time.NewTicker(2 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-stop:
-				return
-			case now := <-tick.C:
-				s.Mini.FastForward(now.Sub(last))
-				s.Mini.SetTime(now)
-				last = now
-			}
-		}
-	}()
-	t.Cleanup(func() { close(stop); wg.Wait() })
-}
+func (s *server) realtime(t testing.TB) { s.ts.Realtime(t) }
 
-func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	t.Cleanup(cancel)
-	return ctx
-}
+func ctxT(t testing.TB) context.Context { return testserver.Context(t) }
 
-func sameStrings(got, want []string) bool {
-	return len(got) == len(want) && (len(got) == 0 || slices.Equal(got, want))
-}
+func sameStrings(a, b []string) bool { return slices.Equal(a, b) }

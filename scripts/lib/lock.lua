@@ -1,19 +1,45 @@
--- lock: hand a free lock to the first live waiter (shared by lock_release
--- and lock_abandon; needs lib/queue.lua).
--- The waiter's lease runs only to its queue entry's deadline: if it died
--- since its last renewal, the others lose at most that. It extends the
--- lease to its own when it picks the lock up (lock_acquire).
-local function lock_handoff(lock, fence_key, q, w)
-  if redis.call('ZCARD', q) == 0 then
-    return
-  end
-  local now = now_ms()
-  local head, deadline, inbox = q_head(q, w, now)
-  if not head then return end
-  q_leave(q, w, head)
-  local fence = redis.call('INCR', fence_key)
-  redis.call('HSET', lock, 'token', head, 'seq', 0, 'fence', fence)
-  redis.call('PEXPIRE', lock, deadline - now)
-  q_wake(inbox, head, fence, deadline, now)
+-- lock: the keys of a lock and its handoff (shared by the lock scripts;
+-- needs lib/queue.lua). k names the keys: lock (hash: token, seq, fence;
+-- it lives as long as the lease), fence (the counter), q, w (the queue).
+
+-- lock_grant makes token the holder with fence f for ms milliseconds.
+local function lock_grant(k, token, f, ms)
+  redis.call('HSET', k.lock, 'token', token, 'seq', 0, 'fence', fmt(f))
+  redis.call('PEXPIRE', k.lock, ms)
 end
 
+-- lock_handoff gives the lock, which the caller has just freed, to the
+-- first live waiter and wakes it; last is the fence counter as read. The
+-- waiter's lease runs only to its queue entry's deadline: if it died since
+-- its last renewal, the others lose at most that; a living waiter extends
+-- it to its own lease (its confirmation). Returns false if no live waiter
+-- was queued (the caller then deletes the lock).
+local function lock_handoff(k, last, now, retention, wake)
+  local head, deadline, inbox, arrival = q_head(k.q, k.w, now)
+  if not head then return false end
+  q_leave(k.q, k.w, head)
+  local f = counter_next(k.fence, last, retention)
+  lock_grant(k, head, f, deadline - now)
+  q_wake(wake, inbox, head, f, arrival)
+  return true
+end
+
+-- lock_free frees the lock the caller has read: it goes to the first live
+-- waiter, if any. queued is the queue's length as read (0: nobody waits,
+-- and neither the clock nor the counter is needed), last the counter.
+local function lock_free(k, queued, last, retention, wake)
+  if queued > 0 and lock_handoff(k, last, now_ms(), retention, wake) then return end
+  redis.call('DEL', k.lock)
+end
+
+-- lock_unlock frees the lock, whose holder the caller has checked: it
+-- reads the queue and, if someone waits, the counter, then lock_free.
+local function lock_unlock(k, retention, wake)
+  local queued, last = redis.call('ZCARD', k.q), nil
+  if queued > 0 then
+    local err
+    last, err = counter_read(k.fence)
+    if err then return err end
+  end
+  lock_free(k, queued, last, retention, wake)
+end

@@ -1,22 +1,55 @@
--- queue: the waiting queue shared by every object that waits (locks,
--- read-write locks and semaphores), prepended to the scripts that use it
--- (embed.go's load). A queue is two keys under the object's hash tag:
--- a sorted set token -> arrival number (the order), and a hash token ->
--- "deadline inbox" (when the entry lapses unless its waiter renews it, in
--- server ms, and the list its engine blocks on). Waking a waiter pushes
--- "token fence" to its inbox.
+-- queue: the waiting queue and the fence counters shared by every object
+-- that waits (locks, read-write locks and semaphores), prepended to the
+-- scripts that use it (embed.go's load).
+--
+-- A queue is two keys under the object's hash tag: a sorted set token ->
+-- arrival number (the order), and a hash token -> "deadline inbox": when
+-- the entry lapses unless its waiter renews it (server ms), and a name
+-- that ends in ":inbox:<engine id>" and so says which engine waits. A
+-- release that hands the object to a waiter publishes "token fence
+-- arrival" on that engine's wake channel, <wake prefix><engine id>. (The inbox name
+-- is never written here; it keeps entries readable by older engines,
+-- which push to it.)
+--
+-- A fence counter is last + 1 while it lives; when it is gone (never
+-- used, expired after its retention, lost in a restart) the next fence is
+-- the server's clock in microseconds, which is above every fence handed
+-- out before (each grant takes more than a microsecond), as long as the
+-- clock has not stepped back further than the retention covers.
 
 local function now_ms()
   local t = redis.call('TIME')
   return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
--- q_check reads both keys, so a key of the wrong type fails the script
--- before its first write; it returns how many entries are queued, live or
--- not (0: nobody waits, and the queue needs no more work).
-local function q_check(q, w)
-  redis.call('HLEN', w)
-  return redis.call('ZCARD', q)
+local function now_us()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- fmt writes a whole number for Redis: Lua numbers are doubles, and
+-- tostring prints only 14 digits of a 16-digit fence.
+local function fmt(n)
+  return string.format('%.0f', n)
+end
+
+-- counter_read returns a fence counter's value, nil if the key is absent,
+-- or an error reply if it holds anything but a counter (checked before a
+-- script's first write).
+local function counter_read(key)
+  local v = redis.call('GET', key)
+  if v and not string.match(v, '^%d+$') then
+    return nil, redis.error_reply('ERR atomicredis: ' .. key .. ' does not hold a counter')
+  end
+  return tonumber(v)
+end
+
+-- counter_next stores and returns the fence after last (nil: the counter
+-- is gone), kept retention ms from now.
+local function counter_next(key, last, retention)
+  local f = last and last + 1 or now_us()
+  redis.call('SET', key, fmt(f), 'PX', retention)
+  return f
 end
 
 local function q_entry(w, token)
@@ -31,53 +64,60 @@ local function q_leave(q, w, token)
   redis.call('HDEL', w, token)
 end
 
--- q_head returns the first live waiter (token, entry deadline, inbox),
--- dropping lapsed entries in front of it; nil if none is queued.
+-- q_head returns the first live waiter (token, entry deadline, inbox,
+-- arrival number), dropping lapsed entries in front of it; nil if none is
+-- queued.
 local function q_head(q, w, now)
   while true do
-    local head = redis.call('ZRANGE', q, 0, 0)[1]
+    local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
+    local head = first[1]
     if not head then return nil end
     local deadline, inbox = q_entry(w, head)
-    if deadline and deadline > now then return head, deadline, inbox end
+    if deadline and deadline > now then return head, deadline, inbox, tonumber(first[2]) end
     q_leave(q, w, head)
   end
 end
 
--- q_live reports whether any live waiter is queued, writing nothing.
+-- q_live counts the live waiters, writing nothing.
 local function q_live(w, now)
+  local n = 0
   for _, e in ipairs(redis.call('HVALS', w)) do
-    if tonumber(string.sub(e, 1, string.find(e, ' ', 1, true) - 1)) > now then return true end
+    if tonumber(string.sub(e, 1, string.find(e, ' ', 1, true) - 1)) > now then n = n + 1 end
   end
-  return false
+  return n
 end
 
--- q_join queues token at the tail, or renews its entry if it is queued;
--- returns its rank (0 = head) and arrival number.
-local function q_join(q, w, token, now, entry_ms, inbox)
-  local arrival = redis.call('ZSCORE', q, token)
-  if not arrival then
-    local last = redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')
-    arrival = (tonumber(last[2]) or 0) + 1
-    redis.call('ZADD', q, arrival, token)
+-- q_join queues token at the tail, or renews its entry if it is queued
+-- (renew: the caller believes it is); queued is the queue's length as the
+-- caller read it. Returns the rank (0 = head; for a new entry, the number
+-- of entries ahead of it, lapsed ones included) and, for a new entry, the
+-- arrival number (0 for a renewal). An arrival number is the last one
+-- plus one, and at least the server's clock in ms times 1000, so that no
+-- entry of a token ever gets the number of an earlier one (a wake-up names
+-- the entry it was for). The entry is written first: the waiters hash's
+-- type is checked by that first write, before the queue's.
+local function q_join(q, w, token, now, entry_ms, inbox, queued, renew)
+  redis.call('HSET', w, token, fmt(now + entry_ms) .. ' ' .. inbox)
+  if renew and queued > 0 then
+    local rank = redis.call('ZRANK', q, token)
+    if rank then return rank, 0 end
   end
-  redis.call('HSET', w, token, (now + entry_ms) .. ' ' .. inbox)
-  return redis.call('ZRANK', q, token), tonumber(arrival)
+  local last = queued > 0 and redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
+  local arrival = math.max((tonumber(last) or 0) + 1, now * 1000)
+  if redis.call('ZADD', q, 'NX', fmt(arrival), token) == 1 then
+    return queued, arrival
+  end
+  return redis.call('ZRANK', q, token), 0
 end
 
--- q_wake tells a waiter, through its engine's inbox, that it was handed
--- fence; the inbox outlives the waiter's entry by a little, no more.
-local function q_wake(inbox, token, fence, deadline, now)
-  redis.call('RPUSH', inbox, token .. ' ' .. fence)
-  redis.call('PEXPIRE', inbox, deadline - now + 1000)
-end
-
--- q_unwake takes back the wake-ups an inbox holds for token (a waiter that
--- left), so none lingers.
-local function q_unwake(inbox, token)
-  for _, m in ipairs(redis.call('LRANGE', inbox, 0, -1)) do
-    if string.sub(m, 1, #token + 1) == token .. ' ' then
-      redis.call('LREM', inbox, 0, m)
-    end
+-- q_wake tells a waiter, through its engine's wake channel, that its
+-- entry of arrival number arrival was handed fence: "token fence arrival".
+-- A refused publish (say, an ACL user without channel rights) must not
+-- abort a script after its writes, so it is a pcall: the waiter then finds
+-- what it was handed when it renews its entry.
+local function q_wake(wake, inbox, token, fence, arrival)
+  local id = string.match(inbox, ':inbox:([^:]*)$')
+  if id then
+    redis.pcall('PUBLISH', wake .. id, token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival))
   end
 end
-

@@ -3,21 +3,28 @@
 -- -> lease deadline, server ms), holds (hash: token -> the sequence number
 -- of the hold's last renewal, written by rw_extend; "f:" .. token -> the
 -- fence a hold was handed over with, for its waiter to pick up), fence
--- (the counter), q, w (the queue). A token starts with its mode, "r-" a
--- reader, "w-" a writer, so a queue entry carries its waiter's. Readers
--- hold together; a writer holds alone.
+-- (the counter), q, w (the queue); and the state a script carries: last
+-- (the counter as read), retention (ms), wake (the wake channel prefix).
+-- A token starts with its mode, "r-" a reader, "w-" a writer, so a queue
+-- entry carries its waiter's. Readers hold together; a writer holds alone.
 --
 -- The common paths (taking a free lock, releasing with nobody queued) make
 -- no more calls than lock_acquire and lock_release, and cheaper ones: keys
 -- a path does not write are not read for their type, emptiness is asked
 -- with ZCARD, and the holds hash is written only by handoffs and renewals.
 
--- rw_fence_ok reads the fence counter: an error reply if it holds text.
+-- rw_fence_ok reads the fence counter into k.last: an error reply if it
+-- holds text.
 local function rw_fence_ok(k)
-  local fence = redis.call('GET', k.fence)
-  if fence and not string.match(fence, '^%d+$') then
-    return redis.error_reply('ERR atomicredis: fence key does not hold a counter')
-  end
+  local last, err = counter_read(k.fence)
+  k.last = last
+  return err
+end
+
+-- rw_fence hands out the next fence.
+local function rw_fence(k)
+  k.last = counter_next(k.fence, k.last, k.retention)
+  return k.last
 end
 
 -- rw_check reads every key before a script's first write (a key of the
@@ -27,7 +34,8 @@ local function rw_check(k)
   if err then return err end
   redis.call('ZCARD', k.leases)
   redis.call('HLEN', k.holds)
-  q_check(k.q, k.w)
+  redis.call('HLEN', k.w)
+  redis.call('ZCARD', k.q)
 end
 
 local function rw_writer(token)
@@ -78,17 +86,17 @@ end
 local function rw_admit(k, now, caller)
   local got, handed = nil, false
   while true do
-    local head, deadline, inbox = q_head(k.q, k.w, now)
+    local head, deadline, inbox, arrival = q_head(k.q, k.w, now)
     if not head then return got, handed, false end
     if rw_blocked(head, rw_holder(k)) then return got, handed, true end
     q_leave(k.q, k.w, head)
-    local f = redis.call('INCR', k.fence)
+    local f = rw_fence(k)
     redis.call('ZADD', k.leases, deadline, head)
     if head == caller then
       got = f
     else
-      redis.call('HSET', k.holds, 'f:' .. head, f)
-      q_wake(inbox, head, f, deadline, now)
+      redis.call('HSET', k.holds, 'f:' .. head, fmt(f))
+      q_wake(k.wake, inbox, head, f, arrival)
       handed = true
     end
   end

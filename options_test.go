@@ -1,9 +1,11 @@
 package atomicredis
 
+// New and its options: an engine built wrong fails every call cleanly.
+// validCalls, every public operation, serves other tests too.
+
 import (
 	"context"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -25,7 +27,17 @@ func TestBadEngine(t *testing.T) {
 		"namespace }":       New(s.pool, WithNamespace("}")),
 		"recent capacity":   New(s.pool, WithRecentCapacity(0)),
 		"negative capacity": New(s.pool, WithRecentCapacity(-5)),
+		"call timeout 0":    New(s.pool, WithCallTimeout(0)),
+		"retention 0":       New(s.pool, WithFenceRetention(0)),
+		"ack past timeout":  New(s.pool, WithCallTimeout(time.Second), WithReplicaAck(1, time.Second)),
+		"nil engine":        nil,
+		"zero engine":       new(Engine),
 	} {
+		if e == nil || e.stop == nil {
+			if err := e.Close(ctxT(t)); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: Close: %v, want ErrInvalid", name, err)
+			}
+		}
 		for _, c := range validCalls() {
 			if strings.HasPrefix(c.name, "Lock.") || strings.HasPrefix(c.name, "Permit.") {
 				continue // no lock to call it on
@@ -51,6 +63,7 @@ func validCalls() []call {
 			return err
 		}},
 		{"IsLocked", func(ctx context.Context, e *Engine) error { _, err := e.IsLocked(ctx, "c1"); return err }},
+		{"LockInfo", func(ctx context.Context, e *Engine) error { _, err := e.LockInfo(ctx, "c1"); return err }},
 		{"Lock.Extend", func(ctx context.Context, e *Engine) error { return l.Extend(ctx, time.Minute) }},
 		{"Lock.TTL", func(ctx context.Context, e *Engine) error { _, err := l.TTL(ctx); return err }},
 		{"Lock.Held", func(ctx context.Context, e *Engine) error { _, err := l.Held(ctx); return err }},
@@ -62,6 +75,7 @@ func validCalls() []call {
 			}
 			return err
 		}},
+		{"ForceUnlock", func(ctx context.Context, e *Engine) error { _, err := e.ForceUnlock(ctx, "c7"); return err }},
 		{"TryRLock", func(ctx context.Context, e *Engine) (err error) {
 			r1, err = e.TryRLock(ctx, "c6", LockOptions{Watchdog: true})
 			return err
@@ -91,6 +105,15 @@ func validCalls() []call {
 			return err
 		}},
 		{"SemaphoreHolders", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreHolders(ctx, "c2"); return err }},
+		{"SemaphoreInfo", func(ctx context.Context, e *Engine) error { _, err := e.SemaphoreInfo(ctx, "c2"); return err }},
+		{"SetSemaphoreLimit", func(ctx context.Context, e *Engine) error { return e.SetSemaphoreLimit(ctx, "c2", 3) }},
+		{"TryAcquireSemaphore", func(ctx context.Context, e *Engine) error {
+			q, err := e.TryAcquireSemaphore(ctx, "c2", SemaphoreOptions{})
+			if err == nil {
+				err = q.Release(ctx)
+			}
+			return err
+		}},
 		{"Permit.Refresh", func(ctx context.Context, e *Engine) error { return p.Refresh(ctx) }},
 		{"Permit.Release", func(ctx context.Context, e *Engine) error { return p.Release(ctx) }},
 		{"AddRecent", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "c3", "Alice") }},
@@ -102,36 +125,10 @@ func validCalls() []call {
 		{"MarkActive", func(ctx context.Context, e *Engine) error { return e.MarkActive(ctx, "c5", "d1", 7) }},
 		{"IsActive", func(ctx context.Context, e *Engine) error { _, err := e.IsActive(ctx, "c5", "d1", 7); return err }},
 		{"CountActive", func(ctx context.Context, e *Engine) error { _, err := e.CountActive(ctx, "c5", "d1", "d2"); return err }},
+		{"MarkActiveMany", func(ctx context.Context, e *Engine) error { return e.MarkActiveMany(ctx, "c5", "d2", 7, 1<<23, 1<<40) }},
+		{"CountActiveAll", func(ctx context.Context, e *Engine) error {
+			_, err := e.CountActiveAll(ctx, "c5", "d1", "d2")
+			return err
+		}},
 	}
-}
-
-// Every operation on a cluster-enabled node: a key outside the object's
-// hash tag would fail with CROSSSLOT.
-func TestCluster(t *testing.T) {
-	addr := os.Getenv("REDIS_CLUSTER_ADDR")
-	if addr == "" {
-		t.Skip("REDIS_CLUSTER_ADDR not set")
-	}
-	s := newReal(t, "cluster", addr)
-	if info, _ := s.do("CLUSTER", "INFO"); !strings.Contains(string(info.([]byte)), "cluster_state:ok") {
-		t.Fatalf("not a healthy cluster node: %s", info)
-	}
-	ctx, e := ctxT(t), s.engine()
-	for _, c := range validCalls() {
-		if err := c.run(ctx, e); err != nil {
-			t.Errorf("%s on a cluster node: %v", c.name, err)
-		}
-	}
-}
-
-func sameMap(a, b map[string]string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }

@@ -1,0 +1,291 @@
+// Package testserver is the test harness of atomicredis: the servers the
+// tests run on, a key namespace of each test's own, and control of
+// miniredis's clocks. The package's own tests (package atomicredis),
+// internal/suite and the goredis module all use it; it does not import
+// atomicredis, so that the package's internal tests can.
+//
+// A run is given real servers by three environment variables, which
+// .ci/run sets. Two of them differ by one letter and mean different
+// things, so the code names them apart:
+//
+//	REDIS_ADDR           host:port of a plain redis-server        RedisAddr()
+//	REDIS_CLUSTER_ADDR   host:port of ONE cluster-enabled node    ClusterNodeAddr()
+//	                     that serves all 16384 slots itself
+//	REDIS_CLUSTER_ADDRS  comma-separated seeds of a multi-node    ClusterSeeds()
+//	                     Redis Cluster (3 primaries + 3 replicas
+//	                     in CI), reached through a cluster client
+//
+// Without them the tests run on miniredis, and tests that need a server of
+// their own start a private redis-server (StartRedis) when one is on PATH.
+// REDIS_ADDR also marks a full run (Full): the heavy tests run only then.
+// Without a shared server, the slow tests that read nothing shared run in
+// parallel (Parallel).
+package testserver
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/gomodule/redigo/redis"
+	"github.com/google/uuid"
+)
+
+// RedisAddr is REDIS_ADDR: a plain redis-server, or "".
+func RedisAddr() string { return os.Getenv("REDIS_ADDR") }
+
+// ClusterNodeAddr is REDIS_CLUSTER_ADDR: a single cluster-enabled node
+// serving every slot, where a key outside an object's hash tag fails with
+// CROSSSLOT; or "".
+func ClusterNodeAddr() string { return os.Getenv("REDIS_CLUSTER_ADDR") }
+
+// ClusterSeeds is REDIS_CLUSTER_ADDRS split at commas: seed addresses of a
+// multi-node cluster; nil when unset.
+func ClusterSeeds() []string {
+	var seeds []string
+	for _, a := range strings.Split(os.Getenv("REDIS_CLUSTER_ADDRS"), ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			seeds = append(seeds, a)
+		}
+	}
+	return seeds
+}
+
+// Full reports whether this is a full run, with the heavy tests (the
+// fault checkers at full count, private failover clusters): REDIS_ADDR
+// names a server, as in CI.
+func Full() bool { return RedisAddr() != "" }
+
+// Parallel runs t in parallel with the other tests that call it, unless
+// a real server is shared (any of the three variables set): there tests
+// run one at a time, since the timing bounds of some assume a server
+// that nothing else loads. On miniredis every test has a server of its
+// own.
+func Parallel(t *testing.T) {
+	if RedisAddr() == "" && ClusterNodeAddr() == "" && len(ClusterSeeds()) == 0 {
+		t.Parallel()
+	}
+}
+
+// Conns hands out connections: a *redis.Pool, an atomicredis.Pool, a
+// cluster client's wrapper.
+type Conns interface {
+	GetContext(ctx context.Context) (redis.Conn, error)
+}
+
+// Server is one Redis a test runs against, with a key namespace of the
+// test's own, so that tests sharing a real server never see each other's
+// keys.
+type Server struct {
+	Name string
+	// Addr is the address Pool dials; "" on a multi-node cluster.
+	Addr string
+	// Mini is the miniredis server, whose clocks Advance moves; nil on a
+	// real server, where the tests wait instead.
+	Mini *miniredis.Miniredis
+	// Pool carries the test's own commands (on a multi-node cluster,
+	// routed as one connection to one node would be; see testcluster).
+	Pool *redis.Pool
+	// Engines is the pool engines take when it is not Pool: a cluster
+	// client's.
+	Engines Conns
+	// NS prefixes every key the test writes.
+	NS string
+
+	// When set, these replace Pool for the test's own commands (a client
+	// other than redigo, in internal/suite).
+	DoFunc   func(cmd string, args ...any) (any, error)
+	KeysFunc func(pattern string) ([]string, error)
+}
+
+var nsCounter atomic.Int64
+
+// Namespace returns a key prefix unique to one test (no braces).
+func Namespace() string {
+	return "t" + uuid.NewString()[:8] + "-" + strconv.FormatInt(nsCounter.Add(1), 10) + ":"
+}
+
+// NewPool is a redigo pool on addr, closed when the test ends.
+func NewPool(t testing.TB, addr string) *redis.Pool {
+	p := &redis.Pool{
+		MaxIdle:     64,
+		IdleTimeout: time.Minute,
+		Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", addr) },
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// Mini starts a miniredis of the test's own, its TIME set to now.
+func Mini(t testing.TB) *Server {
+	m := miniredis.RunT(t)
+	m.SetTime(time.Now())
+	return &Server{Name: "miniredis", Addr: m.Addr(), Mini: m, Pool: NewPool(t, m.Addr()), NS: Namespace()}
+}
+
+// Real is a server on the redis-server at addr, which must answer PING;
+// the test's keys are deleted when it ends.
+func Real(t testing.TB, name, addr string) *Server {
+	t.Helper()
+	s := On(t, name, addr)
+	if _, err := s.Do("PING"); err != nil {
+		t.Fatalf("%s at %s: %v", name, addr, err)
+	}
+	s.DeleteKeysAtEnd(t)
+	return s
+}
+
+// On is a server on addr with a fresh namespace, and nothing more: no
+// PING, no cleanup (a private server that dies with the test).
+func On(t testing.TB, name, addr string) *Server {
+	return &Server{Name: name, Addr: addr, Pool: NewPool(t, addr), NS: Namespace()}
+}
+
+// DeleteKeysAtEnd deletes the test's keys when it ends.
+func (s *Server) DeleteKeysAtEnd(t testing.TB) {
+	t.Cleanup(func() {
+		ks, _ := s.KeysMatching(s.NS + "*")
+		for _, k := range ks {
+			s.Do("DEL", k)
+		}
+	})
+}
+
+// Do runs one command on a connection of its own.
+func (s *Server) Do(cmd string, args ...any) (any, error) {
+	if s.DoFunc != nil {
+		return s.DoFunc(cmd, args...)
+	}
+	c := s.Pool.Get()
+	defer c.Close()
+	return c.Do(cmd, args...)
+}
+
+// Must is Do, failing the test on an error.
+func (s *Server) Must(t testing.TB, cmd string, args ...any) any {
+	t.Helper()
+	v, err := s.Do(cmd, args...)
+	if err != nil {
+		t.Fatalf("%s %q: %v", cmd, args, err)
+	}
+	return v
+}
+
+// KeysMatching lists the keys matching pattern (on every node).
+func (s *Server) KeysMatching(pattern string) ([]string, error) {
+	if s.KeysFunc != nil {
+		return s.KeysFunc(pattern)
+	}
+	return redis.Strings(s.Do("KEYS", pattern))
+}
+
+// Keys lists the test's keys (on every node), sorted.
+func (s *Server) Keys(t testing.TB) []string {
+	t.Helper()
+	ks, err := s.KeysMatching(s.NS + "*")
+	if err != nil {
+		t.Fatalf("KEYS: %v", err)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// Snapshot is every key of the test with its type and value, to prove that
+// a call changed nothing. One script reads each key, so that the replies
+// are the same over any client and protocol (go-redis's RESP3 too).
+func (s *Server) Snapshot(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for _, k := range s.Keys(t) {
+		v, err := redis.Values(s.Do("EVAL", snapshotLua, 1, k))
+		if err != nil || len(v) != 2 {
+			t.Fatalf("reading %s: %v %v", k, v, err)
+		}
+		typ, _ := redis.String(v[0], nil)
+		val, _ := redis.Strings(v[1], nil)
+		out[k] = typ + "=" + fmt.Sprintf("%q", val)
+	}
+	return out
+}
+
+// snapshotLua replies {type, value} for KEYS[1], the value a list of
+// strings: sets sorted, hashes as field, value pairs sorted by field, any
+// type the engine does not write as its DUMP.
+const snapshotLua = `
+local k = KEYS[1]
+local t = redis.call('TYPE', k)['ok']
+local v
+if t == 'string' then v = {redis.call('GET', k)}
+elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1)
+elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+elseif t == 'set' then v = redis.call('SMEMBERS', k); table.sort(v)
+elseif t == 'hash' then
+  local flat, fields = redis.call('HGETALL', k), {}
+  for i = 1, #flat, 2 do fields[#fields + 1] = {flat[i], flat[i + 1]} end
+  table.sort(fields, function(a, b) return a[1] < b[1] end)
+  v = {}
+  for _, f in ipairs(fields) do v[#v + 1] = f[1]; v[#v + 1] = f[2] end
+else v = {redis.call('DUMP', k)} end
+return {t, v}
+`
+
+// Advance moves time forward by d: on miniredis both the TTL clock
+// (FastForward) and TIME (SetTime) jump at once; a real server is waited
+// on.
+func (s *Server) Advance(d time.Duration) {
+	if s.Mini == nil {
+		time.Sleep(d)
+		return
+	}
+	v, err := redis.Int64s(s.Do("TIME"))
+	if err != nil || len(v) != 2 {
+		panic(fmt.Sprintf("miniredis TIME: %v %v", v, err)) // an in-process server
+	}
+	s.Mini.FastForward(d)
+	s.Mini.SetTime(time.Unix(v[0], v[1]*1000).Add(d))
+}
+
+// Realtime makes miniredis's clocks follow the wall clock until the test
+// ends, for goroutines that pace themselves in real time (the watchdog,
+// waiters). A real server needs nothing.
+func (s *Server) Realtime(t testing.TB) {
+	if s.Mini == nil {
+		return
+	}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		last := time.Now()
+		s.Mini.SetTime(last)
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-tick.C:
+				s.Mini.FastForward(now.Sub(last))
+				s.Mini.SetTime(now)
+				last = now
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); wg.Wait() })
+}
+
+// Context is a context that ends a minute from now or with the test.
+func Context(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

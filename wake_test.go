@@ -1,0 +1,720 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// Waking waiters: one subscription per engine carries the grant, a handed
+// lock runs only to its waiter's entry deadline until confirmed, and
+// renewals are the safety net. Where a test must tell a wake-up from a
+// renewal, its engine renews rarely (a long queue TTL), so that only a
+// wake-up can be in time.
+
+// slowRenewals is a queue TTL whose renewals (a third of it) come too late
+// for any bound these tests set on a wake-up.
+const slowRenewals = 30 * time.Second
+
+// proxiedWaiter is an engine whose connections, its wake subscription's
+// among them, go through a fault proxy the test can cut, with renewals too
+// slow to stand in for a lost wake-up.
+func proxiedWaiter(t *testing.T, s *server) (*Engine, *faultProxy) {
+	proxy := startProxy(t, serverAddr(s), faults{})
+	w := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+	w.queueTTL = slowRenewals
+	return w, proxy
+}
+
+// needsOneAddress skips a test that dials the server itself on a
+// multi-node cluster, saying so.
+func needsOneAddress(t *testing.T, s *server) {
+	t.Helper()
+	if s.cluster != nil {
+		t.Skip("needs one server address (a private pool or the fault proxy); not on the multi-node cluster")
+	}
+}
+
+// rawWaiter queues token on a lock with the acquire script, as a waiter
+// of an engine named id that never renews (it may as well be dead).
+func (s *server) rawWaiter(t *testing.T, name, token, id string, entry time.Duration) {
+	t.Helper()
+	k := func(suffix string) any { return s.ns + "lock:{" + name + "}" + suffix }
+	c := s.pool.Get()
+	defer c.Close()
+	if _, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
+		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:"+id), s.ns+"wake:")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// subscribers is how many clients are subscribed to an engine's wake
+// channel.
+func (s *server) subscribers(t *testing.T, e *Engine) int {
+	t.Helper()
+	v, err := redis.Values(s.do("PUBSUB", "NUMSUB", e.wake.channel))
+	if err != nil || len(v) != 2 {
+		t.Fatalf("PUBSUB NUMSUB: %v, %v", v, err)
+	}
+	n, _ := redis.Int(v[1], nil)
+	return n
+}
+
+// waitSubscribed waits until e's wake subscription is up and its waiters
+// have had a moment for the look they take once it is.
+func (s *server) waitSubscribed(t *testing.T, e *Engine) {
+	t.Helper()
+	if s.cluster != nil { // PUBSUB NUMSUB counts one node's subscribers
+		time.Sleep(200 * time.Millisecond)
+		return
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for s.subscribers(t, e) != 1 {
+		if time.Now().After(deadline) {
+			t.Fatal("no wake subscription in 10s")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(50 * time.Millisecond)
+}
+
+// 100 names, one waiter each, in one engine whose pool has 16 connections:
+// waiting takes one subscription, whatever the number of names; every
+// waiter is woken by its handoff (renewals are far too slow to be in
+// time); the subscription ends once nobody waits.
+func TestOneSubscriptionPerEngine(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx := ctxT(t)
+		pool := &redis.Pool{MaxActive: 16, MaxIdle: 16, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		t.Cleanup(func() { pool.Close() })
+		w := New(pool, WithNamespace(s.ns))
+		w.queueTTL, w.subIdle = slowRenewals, 100*time.Millisecond
+		holders := s.engine()
+		const names = 100
+		held := make([]*Lock, names)
+		for i := range held {
+			l, err := holders.TryLock(ctx, fmt.Sprintf("cart:%d", i), LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held[i] = l
+		}
+		type result struct {
+			i    int
+			at   time.Time
+			lock *Lock
+			err  error
+		}
+		results := make(chan result, names)
+		for i := 0; i < names; i++ {
+			go func(i int) {
+				l, err := w.Lock(ctx, fmt.Sprintf("cart:%d", i), LockOptions{TTL: time.Minute, Wait: time.Minute})
+				results <- result{i, time.Now(), l, err}
+			}(i)
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			queued := 0
+			for i := 0; i < names; i++ {
+				queued += s.queued(t, s.ns+fmt.Sprintf("lock:{cart:%d}:queue", i))
+			}
+			if queued == names && s.subscribers(t, w) == 1 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d waiters queued, %d subscribers", queued, names, s.subscribers(t, w))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if n := pool.ActiveCount() - pool.IdleCount(); n > 2 {
+			t.Errorf("%d connections in use while %d waiters wait on %d names, want the subscription (and a call in flight at most)", n, names, names)
+		}
+		released := make([]time.Time, names)
+		for i, l := range held {
+			released[i] = time.Now()
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var lags []time.Duration
+		for i := 0; i < names; i++ {
+			r := <-results
+			if r.err != nil {
+				t.Fatalf("waiter %d: %v", r.i, r.err)
+			}
+			lags = append(lags, r.at.Sub(released[r.i]))
+			if err := r.lock.Unlock(ctx); err != nil {
+				t.Errorf("waiter %d: Unlock: %v", r.i, err)
+			}
+		}
+		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
+		t.Logf("%s: from release to the waiter's return over %d names: p50 %v, max %v; renewals come every %v",
+			s.name, names, lags[names/2], lags[names-1], w.queueTTL/3)
+		if lags[names-1] > 3*time.Second {
+			t.Errorf("slowest waiter woke %v after its release: a wake-up was lost or never sent", lags[names-1])
+		}
+		deadline = time.Now().Add(5 * time.Second)
+		for s.subscribers(t, w) != 0 || pool.ActiveCount() != pool.IdleCount() {
+			if time.Now().After(deadline) {
+				t.Fatalf("after the last waiter: %d subscribers, %d connections in use; want none", s.subscribers(t, w), pool.ActiveCount()-pool.IdleCount())
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := w.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A woken waiter returns on the wake-up: between its queueing call and its
+// return it takes no connection (the subscription's aside), so it makes no
+// pickup round trip. The lock it got was handed to it with a lease that
+// runs only to the end of its queue entry, and it says so, until TTL
+// confirms it.
+func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx := ctxT(t)
+		for _, kind := range []string{"lock", "semaphore", "read-write lock"} {
+			t.Run(kind, func(t *testing.T) {
+				pool := &countingGets{Pool: s.pool}
+				w := New(pool, WithNamespace(s.ns))
+				w.queueTTL = slowRenewals
+				holders := s.engine()
+				var release func() error
+				var take func() (func() error, func(context.Context) (time.Duration, error), error)
+				switch kind {
+				case "lock":
+					l, err := holders.TryLock(ctx, "rt", LockOptions{TTL: time.Minute})
+					if err != nil {
+						t.Fatal(err)
+					}
+					release = func() error { return l.Unlock(ctx) }
+					take = func() (func() error, func(context.Context) (time.Duration, error), error) {
+						l, err := w.Lock(ctx, "rt", LockOptions{TTL: time.Minute, Wait: time.Minute})
+						return func() error { return l.Unlock(ctx) }, l.TTL, err
+					}
+				case "semaphore":
+					p, err := holders.TryAcquireSemaphore(ctx, "rt", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+					if err != nil {
+						t.Fatal(err)
+					}
+					release = func() error { return p.Release(ctx) }
+					take = func() (func() error, func(context.Context) (time.Duration, error), error) {
+						p, err := w.AcquireSemaphore(ctx, "rt", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: time.Minute})
+						return func() error { return p.Release(ctx) }, p.TTL, err
+					}
+				default:
+					l, err := holders.TryWLock(ctx, "rt", LockOptions{TTL: time.Minute})
+					if err != nil {
+						t.Fatal(err)
+					}
+					release = func() error { return l.Unlock(ctx) }
+					take = func() (func() error, func(context.Context) (time.Duration, error), error) {
+						l, err := w.RLock(ctx, "rt", LockOptions{TTL: time.Minute, Wait: time.Minute})
+						return func() error { return l.Unlock(ctx) }, l.TTL, err
+					}
+				}
+				type got struct {
+					unlock func() error
+					ttl    func(context.Context) (time.Duration, error)
+					err    error
+					gets   int64
+				}
+				done := make(chan got, 1)
+				go func() {
+					unlock, ttl, err := take()
+					done <- got{unlock, ttl, err, pool.n.Load()}
+				}()
+				word := map[string]string{"lock": "lock", "semaphore": "sem", "read-write lock": "rw"}[kind]
+				s.waitQueued(t, s.ns+word+":{rt}:queue", 1)
+				// Settled: the subscription's connection, the waiter's call,
+				// and the call with which it looked again once subscribed
+				// taken, and nothing but the subscription in use.
+				for pool.n.Load() < 3 || s.pool.ActiveCount()-s.pool.IdleCount() > 1 || s.subscribers(t, w) != 1 {
+					time.Sleep(time.Millisecond)
+				}
+				before := pool.n.Load()
+				start := time.Now()
+				if err := release(); err != nil {
+					t.Fatal(err)
+				}
+				g := <-done
+				took := time.Since(start)
+				if g.err != nil {
+					t.Fatal(g.err)
+				}
+				if g.gets != before {
+					t.Errorf("the waiter took %d connections between the release and its return, want 0: it made a round trip after its wake-up", g.gets-before)
+				}
+				if took > 2*time.Second {
+					t.Errorf("woken %v after the release", took)
+				}
+				// Handed over: the lease is the queue entry's until confirmed.
+				if kind == "lock" {
+					if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{rt}")); pttl <= 0 || pttl > slowRenewals.Milliseconds() {
+						t.Errorf("handed-over lease PTTL %d ms, want at most the queue entry's %v", pttl, slowRenewals)
+					}
+				}
+				if ttl, err := g.ttl(ctx); err != nil || ttl < 59*time.Second {
+					t.Errorf("TTL after the handoff = %v, %v; want the holder's own minute (TTL confirms it)", ttl, err)
+				}
+				if err := g.unlock(); err != nil {
+					t.Fatal(err)
+				}
+				w.Close(ctx)
+			})
+		}
+	})
+}
+
+// A lock handed to a waiter that never picks it up lives only until the
+// waiter's queue entry would have lapsed, and then goes to the next live
+// waiter, not back to the one it was handed to.
+func TestUnconfirmedHandoffLapses(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx, e := ctxT(t), s.waitEngine()
+		holder, err := e.TryLock(ctx, "lap", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, "lap", "gone", "nobody", testQueueTTL)
+		got := make(chan *Lock, 1)
+		go func() {
+			l, err := e.Lock(ctx, "lap", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		s.waitQueued(t, s.ns+"lock:{lap}:queue", 2)
+		start := time.Now()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tok, _ := redis.String(s.do("HGET", s.ns+"lock:{lap}", "token")); tok != "gone" {
+			t.Fatalf("after the release the lock is %q's, want the head's (gone)", tok)
+		}
+		if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{lap}")); pttl <= 0 || pttl > testQueueTTL.Milliseconds() {
+			t.Errorf("handed-over lease PTTL %d ms, want (0, %d]: it runs only to the entry's deadline", pttl, testQueueTTL.Milliseconds())
+		}
+		l := <-got
+		took := time.Since(start)
+		t.Logf("%s: the live waiter got the lock %v after the release, behind a handoff nobody confirmed", s.name, took)
+		if took > 3*testQueueTTL+time.Second {
+			t.Errorf("the live waiter needed %v", took)
+		}
+		// The lapsed waiter's late call does not take the lock back.
+		s.rawWaiter(t, "lap", "gone", "nobody", testQueueTTL)
+		if tok, _ := redis.String(s.do("HGET", s.ns+"lock:{lap}", "token")); tok != l.Token() {
+			t.Errorf("after the lapsed waiter's late call the lock is %q's, want the live waiter's", tok)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A waiter whose holder keeps the lock for several queue-entry lifetimes
+// stays queued (its renewals extend its entry) and keeps its place.
+func TestWaitersOutliveTheirEntries(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.waitEngine()
+		holder, err := e.TryLock(ctx, "long", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		order := make(chan string, 2)
+		for i, who := range []string{"first", "second"} {
+			go func(who string) {
+				l, err := e.Lock(ctx, "long", LockOptions{TTL: time.Minute, Wait: time.Minute})
+				if err != nil {
+					t.Error(err)
+					order <- "error"
+					return
+				}
+				order <- who
+				l.Unlock(ctx)
+			}(who)
+			s.waitQueued(t, s.ns+"lock:{long}:queue", i+1)
+		}
+		for end := time.Now().Add(5 * testQueueTTL); time.Now().Before(end); time.Sleep(testQueueTTL / 3) {
+			if n := s.liveWaiters(t, "lock:{long}:waiters"); n != 2 {
+				t.Fatalf("%d live queue entries while two wait, want 2: renewals do not keep entries alive", n)
+			}
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if a, b := <-order, <-order; a != "first" || b != "second" {
+			t.Errorf("granted %s then %s after five entry lifetimes, want first then second", a, b)
+		}
+	})
+}
+
+// liveWaiters counts the entries of a waiters hash whose deadline has not
+// passed by the server's clock (lib/queue.lua's q_live).
+func (s *server) liveWaiters(t *testing.T, suffix string) int {
+	t.Helper()
+	c := s.pool.Get()
+	defer c.Close()
+	v, err := redis.Int(liveWaitersScript.Do(c, s.ns+suffix))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+var liveWaitersScript = redis.NewScript(1, embedded("scripts/lib/queue.lua")+"return q_live(KEYS[1], now_ms())")
+
+// Arrival numbers only grow: one who left does not free its number for
+// the next comer.
+func TestArrivalNumbersNeverReused(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx, e := ctxT(t), s.engine()
+		if _, err := e.TryLock(ctx, "arr", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range []string{"a", "b", "c"} {
+			s.rawWaiter(t, "arr", w, "x", time.Minute)
+		}
+		queue := s.ns + "lock:{arr}:queue"
+		score := func(w string) int64 {
+			v, err := redis.Int64(s.do("ZSCORE", queue, w))
+			if err != nil {
+				t.Fatalf("ZSCORE %s: %v", w, err)
+			}
+			return v
+		}
+		a, b, c := score("a"), score("b"), score("c")
+		if !(a < b && b < c) {
+			t.Fatalf("arrivals %d %d %d, want growing", a, b, c)
+		}
+		k := func(suffix string) any { return s.ns + "lock:{arr}" + suffix }
+		if _, err := scriptLockAbandon.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:b"),
+			"b", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.ns+"wake:"); err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, "arr", "d", "x", time.Minute)
+		if d := score("d"); d <= c {
+			t.Errorf("arrival %d after %d left and %d is queued: a number was given twice", d, b, c)
+		}
+	})
+}
+
+// An abandoned waiter that was handed the lock passes it on to the next
+// live waiter, who is woken at once.
+func TestAbandonPassesTheLockOn(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		e.queueTTL = slowRenewals
+		holder, err := e.TryLock(ctx, "ab", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, "ab", "walks-away", "nobody", time.Minute)
+		got := make(chan *Lock, 2)
+		for i := 0; i < 2; i++ {
+			go func() {
+				l, err := e.Lock(ctx, "ab", LockOptions{TTL: time.Minute, Wait: time.Minute})
+				if err != nil {
+					t.Error(err)
+				}
+				got <- l
+			}()
+			s.waitQueued(t, s.ns+"lock:{ab}:queue", 2+i)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if tok, _ := redis.String(s.do("HGET", s.ns+"lock:{ab}", "token")); tok != "walks-away" {
+			t.Fatalf("handed to %q, want the head", tok)
+		}
+		k := func(suffix string) any { return s.ns + "lock:{ab}" + suffix }
+		start := time.Now()
+		if _, err := scriptLockAbandon.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:walks-away"),
+			"walks-away", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.ns+"wake:"); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-got:
+			t.Logf("%s: the next waiter was woken %v after the head abandoned its handoff", s.name, time.Since(start))
+			if q := s.queued(t, s.ns+"lock:{ab}:queue"); q != 1 {
+				t.Errorf("%d still queued, want the last waiter", q)
+			}
+			l.Unlock(ctx)
+			(<-got).Unlock(ctx)
+		case <-time.After(5 * time.Second):
+			t.Fatal("no waiter got the lock in 5s after the head abandoned it: it was dropped, not passed on")
+		}
+	})
+}
+
+// The subscription connection dies while a handoff is published: the
+// wake-up is lost, and after resubscribing every waiter looks at once, long
+// before its next renewal.
+func TestResubscriptionLooksAgain(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx := ctxT(t)
+		w, proxy := proxiedWaiter(t, s)
+		holders := s.engine()
+		const n = 4
+		var held []*Lock
+		for i := 0; i < n; i++ {
+			l, err := holders.TryLock(ctx, fmt.Sprintf("rs%d", i), LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, l)
+		}
+		got := make(chan time.Time, n)
+		for i := 0; i < n; i++ {
+			go func(i int) {
+				l, err := w.Lock(ctx, fmt.Sprintf("rs%d", i), LockOptions{TTL: time.Minute, Wait: time.Minute})
+				if err != nil {
+					t.Error(err)
+					got <- time.Time{}
+					return
+				}
+				got <- time.Now()
+				l.Unlock(ctx)
+			}(i)
+		}
+		for i := 0; i < n; i++ {
+			s.waitQueued(t, s.ns+fmt.Sprintf("lock:{rs%d}:queue", i), 1)
+		}
+		for s.subscribers(t, w) != 1 {
+			time.Sleep(time.Millisecond)
+		}
+		time.Sleep(20 * time.Millisecond) // the waiters' look after subscribing is done
+		proxy.refuse.Store(true)
+		if s.mini == nil {
+			s.must(t, "CLIENT", "KILL", "TYPE", "pubsub")
+		}
+		proxy.cutAll() // and the idle connections the subscription could come back on
+		for s.subscribers(t, w) != 0 {
+			time.Sleep(time.Millisecond)
+		}
+		for _, l := range held { // published to nobody
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+		back := time.Now()
+		proxy.refuse.Store(false)
+		var slowest time.Duration
+		for i := 0; i < n; i++ {
+			select {
+			case at := <-got:
+				slowest = max(slowest, at.Sub(back))
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%d of %d waiters still waiting 5s after the subscription could come back; renewals come every %v", n-i, n, w.queueTTL/3)
+			}
+		}
+		t.Logf("%s: %d waiters whose wake-ups were lost got their locks within %v of the server taking connections again", s.name, n, slowest)
+		w.Close(ctx)
+	})
+}
+
+// A subscription that was up and is cut comes back after the shortest
+// pause (10 ms), however often it is cut: only failures to subscribe back
+// off (to a second), and a waiter's wake-ups are lost while it is down.
+func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx := ctxT(t)
+		w, proxy := proxiedWaiter(t, s)
+		defer w.Close(ctx)
+		held, err := s.engine().TryLock(ctx, "cuts", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l, err := w.Lock(ctx, "cuts", LockOptions{TTL: time.Minute, Wait: time.Minute})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			done <- err
+		}()
+		const cuts = 10
+		var total, slowest time.Duration
+		for i := 0; i < cuts; i++ {
+			deadline := time.Now().Add(10 * time.Second)
+			for s.subscribers(t, w) != 1 {
+				if time.Now().After(deadline) {
+					t.Fatalf("cut %d: no subscription 10s later", i)
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if i > 0 {
+				took := time.Since(deadline.Add(-10 * time.Second))
+				total, slowest = total+took, max(slowest, took)
+			}
+			proxy.cutAll()
+		}
+		t.Logf("%s: %d resubscriptions after cuts took %v in all, the slowest %v", s.name, cuts-1, total, slowest)
+		// A pause doubling from 10 ms from one cut to the next would add
+		// up to over 4 s.
+		if total > 2*time.Second {
+			t.Errorf("resubscribing took %v in all after %d cuts: the pause grows with cuts of a working subscription", total, cuts-1)
+		}
+		if err := held.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-done; err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+	})
+}
+
+// A lock handed over and woken, whose confirmation comes too late: its
+// holder learns it lost it (Lost, Context, the event) before the next
+// waiter can have it, so no two fenced holders overlap.
+func TestLateConfirmationIsALoss(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx := ctxT(t)
+		const entry = 600 * time.Millisecond
+		// The late one's confirmations (lock_extend) are held back past its
+		// queue entry; its other calls pass.
+		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte(scriptLockExtend.Hash()), holdFor: 3 * entry})
+		for try := 1; ; try++ {
+			var lostAt atomic.Int64
+			late := New(newPool(t, proxy.addr()), WithNamespace(s.ns), WithObserver(func(ev Event) {
+				if ev.Type == EventLost {
+					lostAt.CompareAndSwap(0, time.Now().UnixNano())
+				}
+			}))
+			late.queueTTL = entry
+			others := s.engine()
+			others.queueTTL = entry
+			name := fmt.Sprintf("lc%d", try)
+			holder, err := others.TryLock(ctx, name, LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := make(chan *Lock, 1)
+			go func() {
+				l, err := late.Lock(ctx, name, LockOptions{TTL: time.Minute, Wait: time.Minute})
+				if err != nil {
+					t.Error(err)
+				}
+				first <- l
+			}()
+			s.waitQueued(t, s.ns+"lock:{"+name+"}:queue", 1)
+			s.waitSubscribed(t, late)
+			second := make(chan *Lock, 1)
+			go func() {
+				l, err := others.Lock(ctx, name, LockOptions{TTL: time.Minute, Wait: time.Minute})
+				if err != nil {
+					t.Error(err)
+				}
+				second <- l
+			}()
+			s.waitQueued(t, s.ns+"lock:{"+name+"}:queue", 2)
+			if err := holder.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l := <-first
+			l.mu.Lock()
+			handed := !l.confirmed
+			l.mu.Unlock()
+			if !handed { // a renewal in flight picked the lock up whole: no confirmation to delay
+				t.Logf("try %d: the waiter picked the lock up by a renewal; again", try)
+				l.Unlock(ctx)
+				(<-second).Unlock(ctx)
+				late.Close(ctx)
+				if try == 5 {
+					t.Fatal("5 tries, and the waiter never returned on a wake-up")
+				}
+				continue
+			}
+			lctx, cancel := l.Context(ctx)
+			defer cancel()
+			next := <-second
+			gotAt := time.Now()
+			select {
+			case <-lctx.Done():
+			default:
+				t.Errorf("the next waiter holds fence %d while the late holder's context (fence %d) is still running", next.Fence(), l.Fence())
+			}
+			select {
+			case <-l.Lost():
+			default:
+				t.Error("Lost is open after a late confirmation")
+			}
+			if at := lostAt.Load(); at == 0 || time.Unix(0, at).After(gotAt) {
+				t.Errorf("EventLost at %v, the next holder at %v: want the loss first", time.Unix(0, at), gotAt)
+			}
+			if next.Fence() <= l.Fence() {
+				t.Errorf("fences %d then %d: the next holder's must be higher", l.Fence(), next.Fence())
+			}
+			if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+				t.Errorf("the late holder's Unlock: %v, want ErrNotHeld", err)
+			}
+			if err := next.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+			late.Close(ctx)
+			return
+		}
+	})
+}
+
+// A release skips the entries that lapsed in front of the first live
+// waiter, and wakes that one.
+func TestReleaseSkipsLapsedEntries(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		e.queueTTL = slowRenewals
+		holder, err := e.TryLock(ctx, "sk", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, "sk", "dead", "nobody", testQueueTTL)
+		got := make(chan *Lock, 1)
+		go func() {
+			l, err := e.Lock(ctx, "sk", LockOptions{TTL: time.Minute, Wait: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		s.waitQueued(t, s.ns+"lock:{sk}:queue", 2)
+		s.advance(2 * testQueueTTL) // the dead entry lapses
+		start := time.Now()
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case l := <-got:
+			t.Logf("%s: the live waiter behind a lapsed entry was woken %v after the release", s.name, time.Since(start))
+			l.Unlock(ctx)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("the live waiter behind a lapsed entry was not woken within 5s of the release (renewals every %v)", e.queueTTL/3)
+		}
+	})
+}

@@ -1,0 +1,68 @@
+package atomicredis
+
+// The watchdog's end: Unlock stops it before it returns. Its renewals are
+// tested with the locks (engine_test.go).
+
+import (
+	"testing"
+	"time"
+)
+
+// Unlock stops the watchdog itself, before it returns: the goroutine is
+// gone at once (not at its next wake-up, when a renewal would find the lock
+// gone) and no renewal is sent afterwards.
+func TestUnlockStopsWatchdog(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx := ctxT(t)
+		pool := &countingPool{Pool: s.pool}
+		e := New(pool, WithNamespace(s.ns))
+		waitWatchdogs(t, 0)
+		if t.Failed() {
+			t.Fatal("another test left a watchdog running")
+		}
+
+		// A 30s lease: the watchdog next wakes after 10s, so only Unlock can
+		// end it within waitWatchdogs' two seconds.
+		long, err := e.TryLock(ctx, "long", LockOptions{TTL: 30 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitWatchdogs(t, 1)
+		if err := long.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitWatchdogs(t, 0)
+
+		// A 300ms lease renews every 100ms: after Unlock, nothing is sent.
+		short, err := e.TryLock(ctx, "short", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken := pool.gets.Load()
+		for deadline := time.Now().Add(2 * time.Second); pool.gets.Load() == taken; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no renewal in 2s (one is due every 100ms): the watchdog is not running, the test is blind")
+			}
+		}
+		if err := short.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		unlocked := pool.gets.Load()
+		time.Sleep(400 * time.Millisecond) // four renewal periods
+		if n := pool.gets.Load() - unlocked; n != 0 {
+			t.Errorf("%d calls sent after Unlock returned, want none", n)
+		}
+		waitWatchdogs(t, 0)
+
+		// A new holder's short lease runs out on time: nothing renews it.
+		next, err := e.TryLock(ctx, "short", LockOptions{TTL: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.advance(250 * time.Millisecond)
+		if held, err := next.Held(ctx); held || err != nil {
+			t.Errorf("the next holder's 200ms lease after 250ms: Held = %v, %v", held, err)
+		}
+	})
+}

@@ -21,7 +21,7 @@ func ExampleNewPool() {
 	pool := goredis.NewPool(rdb)
 	defer pool.Close() // stops its background workers
 	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
-	defer e.Close(ctx) // runs first: stops watchdogs, waits for clean-ups
+	defer e.Close(ctx) // before pool.Close and rdb.Close: stops watchdogs, waits for clean-ups
 	l, err := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{TTL: 5 * time.Second})
 	if err != nil {
 		fmt.Println("busy:", err)

@@ -235,6 +235,104 @@ func TestDeadWaiterSkipped(t *testing.T) {
 	})
 }
 
+// A queue outlives every live entry in it, and no longer than two entry
+// lifetimes past the last: a waiter that died on a name nobody touches
+// again (the lock stays held) leaves no queue keys, while a live waiter
+// keeps its place (its arrival number) across many entry lifetimes. The
+// queues of read-write locks and semaphores expire the same way.
+func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		s.realtime(t)
+		ctx, e := ctxT(t), s.waitEngine()
+		pttl := func(key string) time.Duration {
+			t.Helper()
+			v, err := redis.Int64(s.do("PTTL", key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return time.Duration(v) * time.Millisecond
+		}
+		holder, err := e.TryLock(ctx, "qk", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, w := s.ns+"lock:{qk}:queue", s.ns+"lock:{qk}:waiters"
+		s.rawWaiter(t, "qk", "dead", "gone", testQueueTTL)
+		for _, key := range []string{q, w} {
+			if d := pttl(key); d <= 0 || d > 2*testQueueTTL {
+				t.Fatalf("%s expires in %v after a waiter queued, want within (0, %v]", key, d, 2*testQueueTTL)
+			}
+		}
+		start := time.Now()
+		for s.queued(t, q) != 0 || len(s.keys(t)) != 2 { // the lock and its fence
+			if time.Since(start) > 2*testQueueTTL+2*time.Second {
+				t.Fatalf("a dead waiter's queue still there %v after it queued: %q", time.Since(start), s.keys(t))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Logf("a dead waiter's queue keys were gone %v after it queued (entry lifetime %v)", time.Since(start), testQueueTTL)
+
+		got := make(chan error, 1)
+		go func() {
+			l, err := e.Lock(ctx, "qk", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+		s.waitQueued(t, q, 1)
+		first, err := redis.Strings(s.do("ZRANGE", q, 0, -1, "WITHSCORES"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for end := time.Now().Add(8 * testQueueTTL); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			now, err := redis.Strings(s.do("ZRANGE", q, 0, -1, "WITHSCORES"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(now) != fmt.Sprint(first) {
+				t.Fatalf("a live waiter's queue changed from %q to %q while it waited", first, now)
+			}
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatal(err)
+		}
+
+		// Read-write locks and semaphores: a waiter's queue keys expire.
+		wl, err := e.TryWLock(ctx, "qk-rw", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.TryAcquireSemaphore(ctx, "qk-sem", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		wctx, cancel := context.WithCancel(ctx)
+		wg.Add(2)
+		go func() { defer wg.Done(); e.RLock(wctx, "qk-rw", LockOptions{TTL: time.Minute, Wait: 10 * time.Second}) }()
+		go func() {
+			defer wg.Done()
+			e.AcquireSemaphore(wctx, "qk-sem", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: 10 * time.Second})
+		}()
+		for _, prefix := range []string{s.ns + "rw:{qk-rw}", s.ns + "sem:{qk-sem}"} {
+			s.waitQueued(t, prefix+":queue", 1)
+			for _, key := range []string{prefix + ":queue", prefix + ":waiters"} {
+				if d := pttl(key); d <= 0 || d > 2*testQueueTTL {
+					t.Errorf("%s expires in %v with a waiter queued, want within (0, %v]", key, d, 2*testQueueTTL)
+				}
+			}
+		}
+		cancel()
+		wg.Wait()
+		wl.Unlock(ctx)
+		p.Release(ctx)
+	})
+}
+
 // A waiter cut off by its context leaves nothing behind: no queue entry, no
 // wake-up in the inbox, nothing held, also when the cancel races the
 // handoff.

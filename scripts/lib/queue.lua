@@ -87,6 +87,20 @@ local function q_live(w, now)
   return n
 end
 
+-- q_keep makes the queue's two keys outlive every entry in them: when
+-- the waiters hash expires less than entry_ms from now, both keys are set
+-- to expire twice that from now. So a queue whose waiters all died (no
+-- renewal, no abandon) on a name nobody uses again is gone at most two
+-- entry lifetimes after its last entry lapsed, and renewals extend the
+-- keys only every other entry lifetime. An expiry is never shortened:
+-- engines with other entry lifetimes may share a queue.
+local function q_keep(q, w, entry_ms)
+  if redis.call('PTTL', w) < entry_ms then
+    redis.call('PEXPIRE', w, 2 * entry_ms)
+    redis.call('PEXPIRE', q, 2 * entry_ms)
+  end
+end
+
 -- q_join queues token at the tail, or renews its entry if it is queued
 -- (renew: the caller believes it is); queued is the queue's length as the
 -- caller read it. Returns the rank (0 = head; for a new entry, the number
@@ -98,16 +112,21 @@ end
 -- type is checked by that first write, before the queue's.
 local function q_join(q, w, token, now, entry_ms, inbox, queued, renew)
   redis.call('HSET', w, token, fmt(now + entry_ms) .. ' ' .. inbox)
+  local rank, arrival = false, 0
   if renew and queued > 0 then
-    local rank = redis.call('ZRANK', q, token)
-    if rank then return rank, 0 end
+    rank = redis.call('ZRANK', q, token)
   end
-  local last = queued > 0 and redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
-  local arrival = math.max((tonumber(last) or 0) + 1, now * 1000)
-  if redis.call('ZADD', q, 'NX', fmt(arrival), token) == 1 then
-    return queued, arrival
+  if not rank then
+    local last = queued > 0 and redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
+    arrival = math.max((tonumber(last) or 0) + 1, now * 1000)
+    if redis.call('ZADD', q, 'NX', fmt(arrival), token) == 1 then
+      rank = queued
+    else
+      rank, arrival = redis.call('ZRANK', q, token), 0
+    end
   end
-  return redis.call('ZRANK', q, token), 0
+  q_keep(q, w, entry_ms)
+  return rank, arrival
 end
 
 -- q_wake tells a waiter, through its engine's wake channel, that its

@@ -244,14 +244,6 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.waitEngine()
-		pttl := func(key string) time.Duration {
-			t.Helper()
-			v, err := redis.Int64(s.do("PTTL", key))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return time.Duration(v) * time.Millisecond
-		}
 		holder, err := e.TryLock(ctx, "qk", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -259,7 +251,7 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 		q, w := s.ns+"lock:{qk}:queue", s.ns+"lock:{qk}:waiters"
 		s.rawWaiter(t, "qk", "dead", "gone", testQueueTTL)
 		for _, key := range []string{q, w} {
-			if d := pttl(key); d <= 0 || d > 2*testQueueTTL {
+			if d := s.pttl(t, key); d <= 0 || d > 2*testQueueTTL {
 				t.Fatalf("%s expires in %v after a waiter queued, want within (0, %v]", key, d, 2*testQueueTTL)
 			}
 		}
@@ -321,7 +313,7 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 		for _, prefix := range []string{s.ns + "rw:{qk-rw}", s.ns + "sem:{qk-sem}"} {
 			s.waitQueued(t, prefix+":queue", 1)
 			for _, key := range []string{prefix + ":queue", prefix + ":waiters"} {
-				if d := pttl(key); d <= 0 || d > 2*testQueueTTL {
+				if d := s.pttl(t, key); d <= 0 || d > 2*testQueueTTL {
 					t.Errorf("%s expires in %v with a waiter queued, want within (0, %v]", key, d, 2*testQueueTTL)
 				}
 			}

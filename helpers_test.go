@@ -143,6 +143,16 @@ func (s *server) must(t testing.TB, cmd string, args ...any) any {
 // keys lists the test's keys, sorted.
 func (s *server) keys(t testing.TB) []string { t.Helper(); return s.ts.Keys(t) }
 
+// pttl is a key's PTTL (-1 ms: no expiry, -2 ms: no key).
+func (s *server) pttl(t testing.TB, key string) time.Duration {
+	t.Helper()
+	v, err := redis.Int64(s.do("PTTL", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(v) * time.Millisecond
+}
+
 // snapshot is every key of the test with its type and value, to prove
 // that a call changed nothing.
 func (s *server) snapshot(t testing.TB) map[string]string { t.Helper(); return s.ts.Snapshot(t) }

@@ -125,14 +125,6 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		const retention = 300 * time.Millisecond
 		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
-		pttl := func(key string) time.Duration {
-			t.Helper()
-			v, err := redis.Int64(s.do("PTTL", key))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return time.Duration(v) * time.Millisecond
-		}
 		for _, c := range []struct {
 			counter string
 			take    func() (fence int64, release func() error, err error)
@@ -155,7 +147,7 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := pttl(key); got <= 0 || got > retention {
+			if got := s.pttl(t, key); got <= 0 || got > retention {
 				t.Errorf("PTTL %s after a grant = %v, want (0, %v]", key, got, retention)
 			}
 			if err := release(); err != nil {
@@ -173,7 +165,7 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 			}
 			s.advance(retention + 50*time.Millisecond)
 			if n, _ := redis.Int(s.do("EXISTS", key)); n != 0 {
-				t.Errorf("%s still there after its retention (PTTL %v)", key, pttl(key))
+				t.Errorf("%s still there after its retention (PTTL %v)", key, s.pttl(t, key))
 			}
 			third, release, err := c.take()
 			if err != nil {

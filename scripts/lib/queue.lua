@@ -88,14 +88,16 @@ local function q_live(w, now)
 end
 
 -- q_keep makes the queue's two keys outlive every entry in them: when
--- the waiters hash expires less than entry_ms from now, both keys are set
--- to expire twice that from now. So a queue whose waiters all died (no
--- renewal, no abandon) on a name nobody uses again is gone at most two
--- entry lifetimes after its last entry lapsed, and renewals extend the
--- keys only every other entry lifetime. An expiry is never shortened:
--- engines with other entry lifetimes may share a queue.
+-- the waiters hash expires less than 1.5 entry_ms from now, both keys are
+-- set to expire 2 entry_ms from now (the half lifetime of slack covers the
+-- time between the script's start, from which Redis 7 counts expiries in
+-- a script, and its TIME). So a queue whose waiters all died (no renewal,
+-- no abandon) on a name nobody uses again is gone at most two entry
+-- lifetimes after its last write, and renewals extend the keys about
+-- every other renewal. An expiry is never shortened: engines with other
+-- entry lifetimes may share a queue.
 local function q_keep(q, w, entry_ms)
-  if redis.call('PTTL', w) < entry_ms then
+  if redis.call('PTTL', w) < 1.5 * entry_ms then
     redis.call('PEXPIRE', w, 2 * entry_ms)
     redis.call('PEXPIRE', q, 2 * entry_ms)
   end

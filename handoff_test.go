@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -265,6 +266,7 @@ return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), last,
 // waiter's entry never outlives them. The queues of read-write locks and
 // semaphores expire the same way.
 func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
+	testserver.Parallel(t) // waits out entry lifetimes on purpose
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.waitEngine()

@@ -369,18 +369,27 @@ func (e *Engine) isClosed() bool {
 // goBackground runs f on a goroutine Close waits for; on a closed engine,
 // whose Close may be waiting already, it runs f at once instead.
 func (e *Engine) goBackground(f func()) {
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
+	if !e.goTracked(f) {
 		f()
-		return
+	}
+}
+
+// goTracked starts f on a goroutine Close waits for and returns true,
+// unless the engine is closed: then it returns false and f does not run.
+// One check under e.mu, so Close cannot slip in between a check and the
+// start.
+func (e *Engine) goTracked(f func()) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
 	}
 	e.background.Add(1)
-	e.mu.Unlock()
 	go func() {
 		defer e.background.Done()
 		f()
 	}()
+	return true
 }
 
 // EventType says what an Event reports.
@@ -913,9 +922,10 @@ func (k *waker) join(token string) *waiter {
 		k.idle = nil
 	}
 	k.quit = false
-	if !k.running && k.budget > 0 && !k.e.isClosed() {
-		k.running = true
-		k.e.goBackground(k.run)
+	// Never goBackground here: on an engine closed meanwhile it would run
+	// k.run on this goroutine, which holds k.mu that run takes.
+	if !k.running && k.budget > 0 && k.e.goTracked(k.run) {
+		k.running = true // run takes k.mu first, so it sees this
 	}
 	return w
 }

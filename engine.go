@@ -450,7 +450,9 @@ func (e *Engine) emit(ev Event) {
 }
 
 // kind is a type of object the engine keeps: the noun its errors and
-// events name it by, and the word its keys start with.
+// events name it by, and the word its keys start with (an activity group's
+// keys are its shards' and indexes', "bits:" and "bitindex:", built by
+// shardKey and indexKey; its word is unused).
 type kind struct {
 	noun, word string
 }
@@ -1628,8 +1630,9 @@ func (h *holding) stopKeeping() {
 // then), for a handed-over holding without one. A reply saying the holding
 // is gone is a loss. A failed renewal is retried every tenth of the lease
 // until the lease would have run out since the last renewal was sent; then
-// the holding must be presumed lost. The client clock only paces renewals
-// here; whether the holding is held is always the server's answer.
+// the holding must be presumed lost. The client clock decides only when
+// the holder stops trusting its lease (and paces renewals); who holds it
+// is always the server's answer.
 func (h *holding) keep(ctx context.Context) {
 	defer func() {
 		h.e.mu.Lock()
@@ -2283,7 +2286,8 @@ var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter"
 // one to come free. Waiters queue in arrival order and are handed permits
 // as Lock's waiters are handed the lock. Errors are as Lock's: one
 // wrapping ErrNotAcquired if no permit was the caller's in time. Permits
-// time out by the server's clock; the caller's clock decides nothing.
+// time out by the server's clock; the caller's clock decides only when
+// the holder stops trusting its permit (Lost), never who holds one.
 //
 // The limit is stored with the semaphore and rules: the first acquisition
 // stores its Limit, and while it is stored an acquisition with another

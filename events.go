@@ -1,0 +1,65 @@
+package atomicredis
+
+import (
+	"context"
+	"log/slog"
+	"strconv"
+	"time"
+)
+
+// EventType says what an Event reports.
+type EventType int
+
+const (
+	EventAcquired        EventType = iota + 1 // taken; Wait: how long it took, Queued: whether it waited in the queue
+	EventNotAcquired                          // not taken; Err: why, Wait: how long it tried
+	EventReleased                             // given back; Held: how long it was held
+	EventLost                                 // the holding is gone: its lease ran out, another took it, renewals failed (Err)
+	EventRenewFailed                          // one renewal failed (Err); the lease may still hold
+	EventBackgroundError                      // an undo or the wake-up machinery failed (Err)
+)
+
+var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "renew failed", "background error"}
+
+func (t EventType) String() string {
+	if t > 0 && int(t) < len(eventNames) {
+		return eventNames[t]
+	}
+	return "EventType(" + strconv.Itoa(int(t)) + ")"
+}
+
+// Event is one thing that happened to a lock, read-write lock hold or
+// permit, as WithObserver sees it. Object is "lock", "read-write lock" or
+// "semaphore"; Token and Fence are zero where there is no holding (a
+// refusal; a background error of the wake-up machinery, which also has no
+// Name).
+type Event struct {
+	Type       EventType
+	Object     string
+	Name       string
+	Token      string
+	Fence      int64
+	Queued     bool // the acquisition waited in the queue
+	Wait, Held time.Duration
+	Err        error
+}
+
+// emit tells the observer and the logger.
+func (e *Engine) emit(ev Event) {
+	if e.observer != nil {
+		e.observer(ev)
+	}
+	if e.logger == nil {
+		return
+	}
+	level := slog.LevelWarn
+	switch ev.Type {
+	case EventLost:
+		level = slog.LevelError
+	case EventRenewFailed, EventBackgroundError:
+	default:
+		return
+	}
+	e.logger.LogAttrs(context.Background(), level, "atomicredis: "+ev.Type.String(),
+		slog.String("object", ev.Object), slog.String("name", ev.Name), slog.Int64("fence", ev.Fence), slog.Any("error", ev.Err))
+}

@@ -1,0 +1,459 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// holdOps are the scripts one kind of holding (a lock, a read-write lock's
+// hold, a permit) is taken and kept with, and the object's keys they
+// take, in order: the release script takes them all, the extend and pttl
+// scripts the first extendKeys and pttlKeys; the acquire and abandon
+// scripts add the token's void mark.
+type holdOps struct {
+	kind                                    *kind
+	suffixes                                []string
+	extendKeys, pttlKeys                    int
+	acquire, abandon, release, extend, pttl *redis.Script
+}
+
+// keys are the object's keys in the scripts' order.
+func (ops *holdOps) keys(o object) []any {
+	keys := make([]any, len(ops.suffixes), len(ops.suffixes)+1)
+	for i, s := range ops.suffixes {
+		keys[i] = o.key(s)
+	}
+	return keys
+}
+
+// holding is what a Lock and a Permit share: one grant of an object, its
+// lease, what keeps it in the background (a watchdog; or, for a holding a
+// release handed over to a waiter, its confirmation), and how its end is
+// told (Lost, Context, events).
+//
+// A handed-over holding's lease runs only to the end of its waiter's
+// queue entry, which the waiter's last renewal set: at the latest
+// renewed + queueTTL by the client's clock. Until it is confirmed (a
+// renewal with its own lease: the watchdog's first, TTL, Held, Extend, or
+// a confirmation sent by itself a third into that time), a failed or late
+// confirmation is a loss.
+type holding struct {
+	e        *Engine
+	obj      object
+	ops      *holdOps
+	keys     []any // ops.keys(obj)
+	token    string
+	tokenArg any // token, as the scripts take it
+	fence    int64
+	arrival  int64 // the number the queue gave it, 0 if it never queued
+	queued   bool
+	since    time.Time // when it was granted, for EventReleased
+	watchdog bool
+
+	stopKeep context.CancelFunc // nil if nothing keeps it
+	keepDone chan struct{}      // closed when the keeper ends
+	reset    chan struct{}      // tells the keeper the lease changed
+
+	mu         sync.Mutex
+	lease      time.Duration                    // what renewals ask for
+	renewed    time.Time                        // when the last renewal the server applied (or the grant) was sent
+	confirmed  bool                             // false: handed over, its lease runs to renewed + queueTTL
+	seq        int64                            // the last renewal's number (lock_extend, rw_extend)
+	ended      bool                             // released, or found lost
+	lostCh     chan struct{}                    // made when Lost is first called
+	lostClosed bool                             // Lost is closed
+	contexts   map[*context.CancelFunc]struct{} // of Context's contexts: cancelled when it ends
+}
+
+// keepUp starts renewing in the background, registered with the engine so
+// Close can stop it. On a closed engine nothing would stop it, so none
+// starts and the holding is lost at once: nobody renews its lease.
+func (h *holding) keepUp() {
+	ctx, cancel := context.WithCancel(context.Background())
+	h.stopKeep, h.keepDone, h.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
+	e := h.e
+	e.mu.Lock()
+	if e.closed {
+		e.mu.Unlock()
+		close(h.keepDone)
+		h.lost(h.obj.errorf("fence %d: engine closed: not renewed: %w", h.fence, ErrNotHeld))
+		return
+	}
+	if e.kept == nil {
+		e.kept = map[*holding]struct{}{}
+	}
+	e.kept[h] = struct{}{}
+	e.mu.Unlock()
+	go h.keep(ctx)
+}
+
+// stopKeeping ends the keeper and waits until it has, so no renewal is in
+// flight afterwards. Safe to call more than once, and without one.
+func (h *holding) stopKeeping() {
+	if h.stopKeep != nil {
+		h.stopKeep()
+		<-h.keepDone
+	}
+}
+
+// keep renews the lease: every lease/3 (Redisson's rhythm) with a watchdog;
+// once, a third into its provisional lease (most short holds are over by
+// then), for a handed-over holding without one. A reply saying the holding
+// is gone is a loss. A failed renewal is retried every tenth of the lease
+// until the lease would have run out since the last renewal was sent; then
+// the holding must be presumed lost. The client clock decides only when
+// the holder stops trusting its lease (and paces renewals); who holds it
+// is always the server's answer.
+func (h *holding) keep(ctx context.Context) {
+	defer func() {
+		h.e.mu.Lock()
+		delete(h.e.kept, h)
+		h.e.mu.Unlock()
+		close(h.keepDone)
+	}()
+	var retry time.Duration
+	for {
+		h.mu.Lock()
+		lease, renewed, confirmed := h.lease, h.renewed, h.confirmed
+		h.mu.Unlock()
+		if confirmed && !h.watchdog {
+			return // confirmed by TTL, Held or Extend
+		}
+		next := retry
+		switch {
+		case next > 0:
+		case confirmed: // a third into the lease, counted from when it was granted or renewed
+			next = time.Until(renewed.Add(lease / 3))
+		default: // by then it has had its queue entry a third as long
+			next = time.Until(renewed.Add(h.e.queueTTL / 3))
+		}
+		t := time.NewTimer(max(next, 0))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-h.reset:
+			t.Stop()
+			retry = 0
+			continue
+		case <-t.C:
+		}
+		h.mu.Lock()
+		h.seq++
+		lease, renewed, seq, span := h.lease, h.renewed, h.seq, h.span()
+		h.mu.Unlock()
+		callCtx, cancel := context.WithDeadline(ctx, renewed.Add(span))
+		sent := time.Now()
+		held, err := h.renew(callCtx, lease, seq)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		switch {
+		case err == nil && held:
+			h.renewedAt(sent)
+			retry = 0
+		case err == nil:
+			h.lost(h.obj.errorf("fence %d: the lease ran out or another took it: %w", h.fence, ErrNotHeld))
+			return
+		default:
+			h.e.emit(Event{Type: EventRenewFailed, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence, Err: err})
+			h.mu.Lock()
+			renewed, span = h.renewed, h.span() // an Extend meanwhile counts too
+			h.mu.Unlock()
+			if time.Since(renewed) >= span {
+				h.lost(h.obj.errorf("fence %d: renewals failed until the lease ran out: %w (%w)", h.fence, ErrNotHeld, err))
+				return
+			}
+			retry = max(span/9, time.Millisecond)
+			if errors.Is(err, redis.ErrPoolExhausted) {
+				retry = exhaustedPause
+			}
+		}
+	}
+}
+
+// span is how long the holder may count on the lease after renewed: its
+// own, or, until confirmed, the queue entry's lifetime, less a tenth. The
+// server's lease runs at least the whole of it from when the renewal was
+// sent; the tenth is for the client's clock and its scheduling, so that a
+// holder learns it lost the lease before the next one can take it. Called
+// with mu held.
+func (h *holding) span() time.Duration {
+	span := h.lease
+	if !h.confirmed {
+		span = h.e.queueTTL
+	}
+	return span - span/10
+}
+
+// renewedAt records a renewal the server applied, sent at sent.
+func (h *holding) renewedAt(sent time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.renewed.Before(sent) {
+		h.renewed = sent
+	}
+	h.confirmed = true
+}
+
+// renew sends renewal number seq with lease (a lock's Extend, a permit's
+// Refresh). held reports the script's answer: a stale renewal (2: a newer
+// one of this holder's already stands) counts as held. Too few replica
+// acknowledgements are an error wrapping ErrNotReplicated, with held as
+// the script said.
+func (h *holding) renew(ctx context.Context, lease time.Duration, seq int64) (held bool, err error) {
+	n := h.ops.extendKeys
+	args := append(h.keys[:n:n], h.tokenArg, lease.Milliseconds())
+	if h.ops.kind == kindSem {
+		args = append(args, h.e.keepArg, h.e.wakeArg)
+	} else {
+		args = append(args, seq)
+	}
+	out, err := h.e.call(ctx, h.ops.extend, args, h.e.replicas > 0, 0)
+	if err != nil {
+		return false, h.obj.err(err)
+	}
+	v, err := redis.Int64(out.reply, nil)
+	if err != nil {
+		return false, h.obj.errorf("unexpected reply %v", out.reply)
+	}
+	if out.shortfall != nil {
+		return v >= 1, h.obj.err(out.shortfall)
+	}
+	return v >= 1, nil
+}
+
+// extend is Lock.Extend and Permit.Refresh: a renewal with ttl (0: the
+// current lease) that becomes the keeper's lease from now on.
+func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
+	ttl, err := h.obj.duration("TTL", ttl, h.currentLease())
+	if err != nil {
+		return err
+	}
+	// The new lease is the keeper's from this instant: any renewal
+	// numbered after this one carries it.
+	h.mu.Lock()
+	h.lease = ttl
+	h.seq++
+	seq := h.seq
+	h.mu.Unlock()
+	sent := time.Now()
+	held, err := h.renew(ctx, ttl, seq)
+	if err != nil && !(held && errors.Is(err, ErrNotReplicated)) {
+		return err
+	}
+	if !held {
+		return h.notHeld()
+	}
+	// Extended (even if too few replicas acknowledged it: the server keeps
+	// it, and err says so): the keeper renews on the new rhythm.
+	h.renewedAt(sent)
+	if h.reset != nil {
+		select {
+		case h.reset <- struct{}{}:
+		default: // a reset already pending
+		}
+	}
+	return err
+}
+
+func (h *holding) currentLease() time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.lease
+}
+
+// ttl is the remaining lease as the server counts it. A holding not yet
+// confirmed is confirmed in the same script (a renewal): its lease is then
+// its own in full.
+func (h *holding) ttl(ctx context.Context) (time.Duration, error) {
+	h.mu.Lock()
+	confirmed, lease := h.confirmed, h.lease
+	h.mu.Unlock()
+	if !confirmed {
+		if err := h.extend(ctx, lease); err != nil {
+			return 0, err
+		}
+		return lease, nil
+	}
+	n := h.ops.pttlKeys
+	ms, err := redis.Int64(h.e.eval(ctx, h.obj, h.ops.pttl, append(h.keys[:n:n], h.tokenArg)...))
+	if err != nil {
+		return 0, err
+	}
+	if ms == -3 {
+		return 0, h.notHeld()
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// held turns a TTL call's outcome into Held's.
+func held(_ time.Duration, err error) (bool, error) {
+	if errors.Is(err, ErrNotHeld) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// release is Unlock and Release: it stops the keeper, then makes its
+// attempt even when ctx is already done, bounded by ReleaseTimeout (or
+// ctx's later deadline), retrying a pool that is momentarily exhausted and
+// a connection that broke (releasing is idempotent: a retry of a release
+// that did run finds the holding gone). A holding nobody releases blocks
+// its name until its lease ends, which for one just handed over is its
+// queue entry's (up to a second), so a cut connection is worth a retry.
+func (h *holding) release(ctx context.Context) error {
+	h.stopKeeping()
+	deadline := time.Now().Add(ReleaseTimeout)
+	if dl, ok := ctx.Deadline(); ok && dl.After(deadline) {
+		deadline = dl
+	}
+	if ctx.Done() != nil {
+		ctx = context.WithoutCancel(ctx)
+	}
+	n := len(h.keys)
+	args := append(h.keys[:n:n], h.tokenArg, h.e.keepArg, h.e.wakeArg)
+	var (
+		unanswered error // an earlier attempt's, sent and not answered: it may have released
+		pause      time.Duration
+	)
+	for {
+		out, err := h.e.call(ctx, h.ops.release, args, false, time.Until(deadline))
+		if err != nil && time.Now().Before(deadline) {
+			switch {
+			case errors.Is(err, redis.ErrPoolExhausted):
+				pause = exhaustedPause
+			case transient(err):
+				pause = backoff(pause, 100*time.Millisecond)
+				if out.reached && unknownOutcome(err) {
+					unanswered = err
+				}
+			default:
+				pause = 0
+			}
+			if pause > 0 {
+				time.Sleep(min(pause, time.Until(deadline)))
+				continue
+			}
+		}
+		if err != nil {
+			return h.obj.err(err)
+		}
+		if v, _ := redis.Int64(out.reply, nil); v == 0 {
+			if unanswered != nil {
+				h.end()
+				return h.obj.errorf("fence %d: no longer held after a release went unanswered (%w): that release or the lease's end freed it", h.fence, unanswered)
+			}
+			return h.notHeld()
+		}
+		h.end()
+		h.e.emit(Event{Type: EventReleased, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence,
+			Queued: h.queued, Held: time.Since(h.since)})
+		return nil
+	}
+}
+
+// notHeld is the error for a holding found gone, which it records as lost.
+func (h *holding) notHeld() error {
+	var err error
+	if h.ops.kind == kindSem {
+		err = h.obj.errorf("permit %d: released or timed out: %w", h.fence, ErrNotHeld)
+	} else {
+		err = h.obj.errorf("fence %d: released, expired or taken by another: %w", h.fence, ErrNotHeld)
+	}
+	h.lost(err)
+	return err
+}
+
+// end marks the holding over: its contexts end. It reports whether it was
+// the first to.
+func (h *holding) end() bool {
+	h.mu.Lock()
+	first := !h.ended
+	h.ended = true
+	contexts := h.contexts
+	h.contexts = nil
+	h.mu.Unlock()
+	for cancel := range contexts {
+		(*cancel)()
+	}
+	return first
+}
+
+// lost records that the holding is gone. The first time, its contexts end
+// and EventLost is reported. Lost closes if the engine was keeping it (a
+// watchdog; the confirmation of a handed-over holding).
+func (h *holding) lost(cause error) {
+	h.mu.Lock()
+	if (h.watchdog || !h.confirmed) && !h.lostClosed {
+		h.lostClosed = true
+		if h.lostCh != nil {
+			close(h.lostCh)
+		}
+	}
+	h.mu.Unlock()
+	if h.end() {
+		h.e.emit(Event{Type: EventLost, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence, Queued: h.queued, Err: cause})
+	}
+}
+
+func (h *holding) lostChan() <-chan struct{} {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.lostCh == nil {
+		h.lostCh = make(chan struct{})
+		if h.lostClosed {
+			close(h.lostCh)
+		}
+	}
+	return h.lostCh
+}
+
+// context is Lock.Context and Permit.Context.
+func (h *holding) context(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var ctx context.Context
+	var cancel context.CancelFunc
+	if h.watchdog {
+		ctx, cancel = context.WithCancel(parent)
+	} else {
+		ctx, cancel = context.WithDeadline(parent, h.renewed.Add(h.lease-h.lease/10))
+	}
+	if h.ended {
+		cancel()
+		return ctx, cancel
+	}
+	if h.contexts == nil {
+		h.contexts = map[*context.CancelFunc]struct{}{}
+	}
+	key := &cancel
+	h.contexts[key] = struct{}{}
+	return ctx, func() {
+		h.mu.Lock()
+		delete(h.contexts, key)
+		h.mu.Unlock()
+		cancel()
+	}
+}
+
+// closedChan is what Lost returns for a nil holding.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// canceled is what Context returns for a nil holding.
+func canceled(parent context.Context) (context.Context, context.CancelFunc) {
+	if parent == nil {
+		parent = context.Background()
+	}
+	ctx, cancel := context.WithCancel(parent)
+	cancel()
+	return ctx, cancel
+}

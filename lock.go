@@ -1,0 +1,247 @@
+package atomicredis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ---------------------------------------------------------------------------
+// Locks (Redis in Action §6.2, with Redisson's lease, wait and watchdog)
+
+// LockOptions tunes one acquisition. The zero value means the defaults.
+type LockOptions struct {
+	TTL      time.Duration // lease; 0 = 10s
+	Wait     time.Duration // how long Lock waits; 0 = 10s (TryLock never waits)
+	Watchdog bool          // renew the lease every TTL/3 until Unlock or loss
+}
+
+// Lock is one holding of a named lock, or one hold (a reader's or the
+// writer's) of a read-write lock. Its methods are safe for concurrent use,
+// and on a nil *Lock (as a failed TryLock returns) none panics: they
+// report ErrNotHeld.
+type Lock struct{ holding }
+
+// lockOps: the lock (hash: token, seq, fence), its fence counter, its
+// queue and its waiters.
+var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
+	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
+	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL}
+
+var errNilLock = &Error{Err: fmt.Errorf("nil lock: %w", ErrNotHeld)}
+
+// Lock acquires the named lock, waiting up to o.Wait (default 10s) while
+// another holds it. Waiters queue on the server in arrival order; a
+// release hands the lock to the first live waiter inside its own script
+// and publishes the grant on the waiter's engine's wake channel, so the
+// waiter returns as soon as the message arrives, with no further round
+// trip (see holding for how such a lock is confirmed).
+//
+// It returns an error wrapping ErrNotAcquired when the server kept the
+// caller queued until the wait ran out or ctx ended (then wrapping
+// ctx.Err() as well), and an error wrapping the failure, not
+// ErrNotAcquired, when the last attempt could not reach Redis (connection
+// refused, a timeout, CLUSTERDOWN...): a wait retries those until it runs
+// out.
+func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, lockOps, "", name, o, true)
+}
+
+// TryLock makes one attempt at the named lock and returns an error wrapping
+// ErrNotAcquired if another holds it or live waiters are queued. o.Wait is
+// not used (a negative or sub-millisecond one is still ErrInvalid).
+func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, lockOps, "", name, o, false)
+}
+
+// lock takes a holding of ops' kind; prefix ("", or "r-"/"w-" for a
+// read-write lock's reader or writer) starts its token, so the queue knows
+// what each waiter wants.
+func (e *Engine) lock(ctx context.Context, ops *holdOps, prefix, name string, o LockOptions, mayWait bool) (*Lock, error) {
+	obj, err := e.object(ops.kind, name)
+	if err != nil {
+		return nil, err
+	}
+	ttl, err := obj.duration("TTL", o.TTL, DefaultTTL)
+	if err != nil {
+		return nil, err
+	}
+	wait, err := obj.duration("Wait", o.Wait, DefaultWait)
+	if err != nil {
+		return nil, err
+	}
+	if !mayWait {
+		wait = 0
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, obj.err(err)
+	}
+	l := &Lock{}
+	if err := e.take(ctx, &l.holding, obj, ops, prefix+token, ttl, wait, o.Watchdog); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// IsLocked reports whether anyone holds the named lock.
+func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
+	obj, err := e.object(kindLock, name)
+	if err != nil {
+		return false, err
+	}
+	n, err := redis.Int64(e.eval(ctx, obj, scriptLockLocked, obj.key("")))
+	return n == 1, err
+}
+
+// Token returns the random identifier (a UUID v4; for a read-write lock's
+// hold prefixed "r-" for a reader, "w-" for the writer) that marks this
+// holding, or "" for a nil lock.
+func (l *Lock) Token() string {
+	if l == nil {
+		return ""
+	}
+	return l.token
+}
+
+// Fence returns this holding's fencing token (0 for a nil lock). It grows
+// strictly with every acquisition of the lock's name, across engines and
+// processes: it is the last fence plus one while the name's counter lives
+// (WithFenceRetention after its last grant, 24h by default), and the
+// server's clock in microseconds when the counter is gone (after the
+// retention, or a restart without persistence), so fences are numbers of
+// 16 digits: keep them in a 64-bit column. Pass Fence and Token to the
+// resource the lock guards, which should admit a holder only if its fence
+// is higher than the highest it has seen, or equal with the same token. A
+// read-write lock's holds share one counter across readers and writers;
+// several readers' fences are valid at once (see RLock).
+func (l *Lock) Fence() int64 {
+	if l == nil {
+		return 0
+	}
+	return l.fence
+}
+
+// Lost returns a channel that closes when the engine finds the lock gone
+// while it keeps it: the watchdog found it expired or taken, could not
+// renew it before the lease ran out, or was stopped by Engine.Close; or a
+// lock handed over to this waiter could not be confirmed. Without a
+// watchdog, a confirmed lock's channel never closes (Context then ends
+// with the lease); for a nil lock it is closed.
+func (l *Lock) Lost() <-chan struct{} {
+	if l == nil {
+		return closedChan
+	}
+	return l.lostChan()
+}
+
+// Context returns a context derived from parent that is done when parent
+// is, when the lock is released, or when it is lost: for a watchdog
+// holder when a renewal finds it gone or the lease runs out unrenewed; for
+// a holder without a watchdog also at the lease's end as the lock knows it
+// now, less a tenth for the client's clock (its deadline; a later Extend
+// does not move it: call Context again).
+// Run the guarded work under it. For a nil lock it is done at once; a nil
+// parent is taken as context.Background().
+func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if l == nil {
+		return canceled(parent)
+	}
+	return l.context(parent)
+}
+
+// Unlock releases the lock and hands it to the first live waiter. It stops
+// the watchdog first, so no renewal is sent after Unlock returns. It makes
+// its attempt even when ctx is already done, bounded by ReleaseTimeout (or
+// ctx's later deadline), so that defer l.Unlock(ctx) on a finished request
+// still frees the lock. It returns an error wrapping ErrNotHeld if the
+// lock had already expired or passed to another holder, whom it never
+// disturbs.
+func (l *Lock) Unlock(ctx context.Context) error {
+	if l == nil {
+		return errNilLock
+	}
+	return l.release(ctx)
+}
+
+// Extend sets the lock's remaining lease to ttl (0 = its current lease:
+// the TTL it was taken with, or the last Extend's), and the watchdog renews
+// with ttl from then on. A watchdog renewal sent before Extend never undoes
+// it, however late it reaches the server: renewals are numbered, and the
+// server applies none older than one it has applied. It returns an error
+// wrapping ErrNotHeld if the lock is no longer this holder's.
+func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
+	if l == nil {
+		return errNilLock
+	}
+	return l.extend(ctx, ttl)
+}
+
+// TTL returns the lock's remaining lease, as the server counts it, or an
+// error wrapping ErrNotHeld if the lock is no longer this holder's.
+func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
+	if l == nil {
+		return 0, errNilLock
+	}
+	return l.ttl(ctx)
+}
+
+// Held reports whether this holder still holds the lock (false for a nil
+// lock).
+func (l *Lock) Held(ctx context.Context) (bool, error) {
+	return held(l.TTL(ctx))
+}
+
+// LockInfo is what LockInfo tells of a lock.
+type LockInfo struct {
+	Held    bool
+	Token   string        // the holder's token, "" when free
+	Fence   int64         // the holder's fence
+	TTL     time.Duration // the holder's remaining lease
+	Waiting int           // live waiters queued
+}
+
+// LockInfo returns who holds the named lock, for how long, and how many
+// live waiters are queued, in one script that writes nothing. (Read-write
+// locks and single permits have no such call yet.)
+func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
+	var info LockInfo
+	obj, err := e.object(kindLock, name)
+	if err != nil {
+		return info, err
+	}
+	v, err := redis.Values(e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters")))
+	if err == nil && len(v) != 4 {
+		err = obj.errorf("unexpected reply %v", v)
+	}
+	if err != nil {
+		return info, err
+	}
+	info.Token, _ = redis.String(v[0], nil)
+	info.Held = info.Token != ""
+	info.Fence, _ = redis.Int64(v[1], nil)
+	ms, _ := redis.Int64(v[2], nil)
+	info.TTL = time.Duration(max(ms, 0)) * time.Millisecond
+	waiting, _ := redis.Int(v[3], nil)
+	info.Waiting = waiting
+	return info, nil
+}
+
+// ForceUnlock is an administrator's call: it frees the named lock whoever
+// holds it, in one script, and hands it to the first live waiter (whose
+// fence is higher). It reports false if the lock was free. The old
+// holder's Unlock then returns ErrNotHeld, and its watchdog finds the lock
+// gone at its next renewal (Lost closes, its Context ends). Whatever the
+// old holder was doing is no longer guarded: use it for a holder that is
+// known to be stuck, and let the guarded resource check fences.
+func (e *Engine) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	obj, err := e.object(kindLock, name)
+	if err != nil {
+		return false, err
+	}
+	keys := lockOps.keys(obj)
+	n, err := redis.Int64(e.eval(ctx, obj, scriptLockForce, append(keys, e.keepArg, e.wakeArg)...))
+	return n == 1, err
+}

@@ -1,0 +1,126 @@
+package atomicredis
+
+import (
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+)
+
+// Option configures an Engine.
+type Option func(*Engine)
+
+// WithNamespace prefixes every key with prefix (default ""). A prefix
+// containing '{' or '}' is rejected: every call then returns ErrInvalid.
+func WithNamespace(prefix string) Option {
+	return func(e *Engine) {
+		if strings.ContainsAny(prefix, "{}") {
+			e.reject(fmt.Errorf("namespace %q: contains a brace: %w", prefix, ErrInvalid))
+			return
+		}
+		e.ns = prefix
+	}
+}
+
+// WithRecentCapacity sets how many items a recent list keeps (default 100).
+// n < 1 is rejected: every call then returns ErrInvalid.
+func WithRecentCapacity(n int) Option {
+	return func(e *Engine) {
+		if n < 1 {
+			e.reject(fmt.Errorf("recent capacity %d: must be at least 1: %w", n, ErrInvalid))
+			return
+		}
+		e.recentCap = n
+	}
+}
+
+// WithActivityTTL makes a group's bitmap for a period expire d after the
+// period's first mark (0, the default: never). Every shard of the period
+// and the period's index expire together at that deadline, which later
+// marks do not move; the first mark decides it, whatever TTL engines that
+// mark the period later have. A negative d, or one under 1 ms, is
+// rejected: every call then returns ErrInvalid.
+func WithActivityTTL(d time.Duration) Option {
+	return func(e *Engine) {
+		if d < 0 || (d > 0 && d < time.Millisecond) {
+			e.reject(fmt.Errorf("activity TTL %v: must be 0 (never) or at least 1ms: %w", d, ErrInvalid))
+			return
+		}
+		e.activityTTL = d
+	}
+}
+
+// WithReplicaAck makes every acquisition, extend and refresh wait until
+// replicas replicas have acknowledged it, for up to timeout: the script is
+// followed by WAIT replicas timeout on the same connection, in the same
+// round trip. With fewer acknowledgements an acquisition is undone and
+// returns an error wrapping ErrNotReplicated; Extend and Refresh keep what
+// they set and return such an error too. This keeps a failover from
+// granting a lock a second time. replicas 0 turns it off (the default). A
+// negative replicas, a timeout under 1 ms with replicas > 0 (WAIT 0 would
+// block forever), or one at least as long as the call timeout (a WAIT cut
+// short leaves the outcome unknown) is rejected: every call then returns
+// ErrInvalid.
+func WithReplicaAck(replicas int, timeout time.Duration) Option {
+	return func(e *Engine) {
+		switch {
+		case replicas < 0:
+			e.reject(fmt.Errorf("replica ack: %d replicas: must be at least 0: %w", replicas, ErrInvalid))
+		case replicas > 0 && timeout < time.Millisecond:
+			e.reject(fmt.Errorf("replica ack: timeout %v: must be at least 1ms: %w", timeout, ErrInvalid))
+		default:
+			e.replicas, e.ackTimeout = replicas, timeout
+		}
+	}
+}
+
+// WithCallTimeout bounds each round trip to Redis whose context has no
+// earlier deadline (default 5s), so that no call hangs on a server that
+// stopped answering; a wait also bounds each of its attempts by what is
+// left of it. An attempt cut off this way is undone like any other. The
+// wake subscription, which waits for messages, is exempt. d under 1 ms is
+// rejected: every call then returns ErrInvalid.
+func WithCallTimeout(d time.Duration) Option {
+	return func(e *Engine) {
+		if d < time.Millisecond {
+			e.reject(fmt.Errorf("call timeout %v: must be at least 1ms: %w", d, ErrInvalid))
+			return
+		}
+		e.callTimeout = d
+	}
+}
+
+// WithFenceRetention sets how long a lock's, read-write lock's or
+// semaphore's fence counter outlives its name's last grant (default 24h).
+// While the counter lives, every fence is the last one plus one; once it
+// is gone, or lost in a restart without persistence, fences start again
+// from the server's clock in microseconds, above every fence handed out
+// before as long as the server's clock has not stepped back by more than
+// the retention. An idle name leaves no key behind once its retention has
+// passed. d under 1 ms is rejected: every call then returns ErrInvalid.
+func WithFenceRetention(d time.Duration) Option {
+	return func(e *Engine) {
+		if d < time.Millisecond {
+			e.reject(fmt.Errorf("fence retention %v: must be at least 1ms: %w", d, ErrInvalid))
+			return
+		}
+		e.retention = d
+	}
+}
+
+// WithObserver calls f with every Event of the engine's locks, read-write
+// locks and semaphores: acquisitions, refusals, releases, losses, failed
+// renewals and background errors. f runs on the goroutine where the event
+// happened (the caller's, a watchdog's, the wake subscription's), so it
+// must be quick and must not block or call the engine.
+func WithObserver(f func(Event)) Option {
+	return func(e *Engine) { e.observer = f }
+}
+
+// WithLogger logs the engine's background failures (failed renewals, undos
+// and wake-ups) at Warn and lost holdings at Error, with the object, its
+// name, the fence and the error as attributes. The engine logs nothing
+// without it.
+func WithLogger(l *slog.Logger) Option {
+	return func(e *Engine) { e.logger = l }
+}

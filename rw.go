@@ -1,0 +1,54 @@
+package atomicredis
+
+import (
+	"context"
+)
+
+// ---------------------------------------------------------------------------
+// Read-write locks: many readers or one writer, in arrival order, on the
+// same queue as locks; every hold is a *Lock with a lease of its own
+
+// rwOps: the holds' lease deadlines (zset token -> server ms), their
+// fences and renewal numbers (hash token -> "fence seq"), the fence
+// counter, the queue and its waiters.
+var rwOps = &holdOps{kind: kindRW, suffixes: []string{"", ":holds", ":fence", ":queue", ":waiters"},
+	extendKeys: 2, pttlKeys: 1, acquire: scriptRWAcquire, abandon: scriptRWAbandon,
+	release: scriptRWRelease, extend: scriptRWExtend, pttl: scriptRWPTTL}
+
+// RLock takes a shared (read) hold of the named read-write lock, waiting up
+// to o.Wait (default 10s) while a writer holds it or is queued ahead of
+// the caller: a reader that arrives while a writer waits queues behind it,
+// so writers never starve. The hold is a *Lock with its own lease (o.TTL),
+// watchdog, Extend, TTL and Unlock; other readers' holds are untouched by
+// them. Errors are as Lock's.
+//
+// Readers share: several readers' fences are valid at once. A resource
+// guarded by the lock admits a reader whose fence is above the last
+// writer's it has seen, and a writer by the (fence, token) rule.
+//
+// A read-write lock "x" and a plain lock "x" are different objects.
+func (e *Engine) RLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwOps, "r-", name, o, true)
+}
+
+// TryRLock makes one attempt at a read hold of the named read-write lock:
+// it returns an error wrapping ErrNotAcquired if a writer holds it or any
+// live waiter is queued. o.Wait is not used.
+func (e *Engine) TryRLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwOps, "r-", name, o, false)
+}
+
+// WLock takes the exclusive (write) hold of the named read-write lock,
+// waiting up to o.Wait (default 10s) while anyone holds it or is queued
+// ahead. When it is released, the whole run of readers at the head of the
+// queue is let in at once. Otherwise as RLock.
+func (e *Engine) WLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwOps, "w-", name, o, true)
+}
+
+// TryWLock makes one attempt at the write hold of the named read-write
+// lock: it returns an error wrapping ErrNotAcquired if anyone holds it or
+// any live waiter is queued. o.Wait is not used.
+func (e *Engine) TryWLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	return e.lock(ctx, rwOps, "w-", name, o, false)
+}

@@ -1,0 +1,225 @@
+package atomicredis
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ---------------------------------------------------------------------------
+// Counting semaphores (Redis in Action §6.3: the fair semaphore, in one
+// script, on the server's clock)
+
+// SemaphoreOptions tunes one acquisition. The zero value means the
+// defaults, Limit included once a limit is stored.
+type SemaphoreOptions struct {
+	Limit    int           // permits that may be held at once; 0 = the stored limit
+	TTL      time.Duration // permit timeout; 0 = 10s
+	Wait     time.Duration // how long AcquireSemaphore waits; 0 = 10s (TryAcquireSemaphore never waits)
+	Watchdog bool          // refresh the permit every TTL/3 until Release or loss
+}
+
+// Permit is one held permit of a counting semaphore. Its methods are safe
+// for concurrent use, and on a nil *Permit none panics: they report
+// ErrNotHeld.
+type Permit struct{ holding }
+
+// semOps: the permits' deadlines (timeouts), their counters (owner), the
+// counter, the stored limit, the queue and its waiters.
+var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter", ":limit", ":queue", ":waiters"},
+	extendKeys: 6, pttlKeys: 2, acquire: scriptSemAcquire, abandon: scriptSemAbandon,
+	release: scriptSemRelease, extend: scriptSemRefresh, pttl: scriptSemPTTL}
+
+// AcquireSemaphore takes one permit of the named semaphore, for o.TTL
+// (default 10s) unless refreshed, waiting up to o.Wait (default 10s) for
+// one to come free. Waiters queue in arrival order and are handed permits
+// as Lock's waiters are handed the lock. Errors are as Lock's: one
+// wrapping ErrNotAcquired if no permit was the caller's in time. Permits
+// time out by the server's clock; the caller's clock decides only when
+// the holder stops trusting its permit (Lost), never who holds one.
+//
+// The limit is stored with the semaphore and rules: the first acquisition
+// stores its Limit, and while it is stored an acquisition with another
+// Limit follows the stored one; Limit 0 means "the stored limit" (an error
+// wrapping ErrInvalid if none is stored). A limit stored by an acquisition
+// goes with the last permit, so an idle semaphore takes a new one; one set
+// by SetSemaphoreLimit stays while the semaphore is idle, until the fence
+// retention.
+func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
+	return e.semaphore(ctx, name, o, true)
+}
+
+// TryAcquireSemaphore makes one attempt at a permit of the named semaphore
+// and returns an error wrapping ErrNotAcquired if none is free or live
+// waiters are queued. o.Wait is not used. Otherwise as AcquireSemaphore.
+func (e *Engine) TryAcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
+	return e.semaphore(ctx, name, o, false)
+}
+
+func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions, mayWait bool) (*Permit, error) {
+	obj, err := e.object(kindSem, name)
+	if err != nil {
+		return nil, err
+	}
+	if o.Limit < 0 {
+		return nil, obj.errorf("limit %d: must be 0 (the stored limit) or more: %w", o.Limit, ErrInvalid)
+	}
+	ttl, err := obj.duration("TTL", o.TTL, DefaultTTL)
+	if err != nil {
+		return nil, err
+	}
+	wait, err := obj.duration("Wait", o.Wait, DefaultWait)
+	if err != nil {
+		return nil, err
+	}
+	if !mayWait {
+		wait = 0
+	}
+	token, err := newToken()
+	if err != nil {
+		return nil, obj.err(err)
+	}
+	p := &Permit{}
+	if err := e.take(ctx, &p.holding, obj, semOps, token, ttl, wait, o.Watchdog, o.Limit); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// SemaphoreHolders returns how many permits of the named semaphore are
+// live now, after dropping those past their deadline (their slots go to
+// waiters).
+func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
+	obj, err := e.object(kindSem, name)
+	if err != nil {
+		return 0, err
+	}
+	keys := semOps.keys(obj)
+	n, err := redis.Int(e.eval(ctx, obj, scriptSemHolders, append(keys, e.keepArg, e.wakeArg)...))
+	return n, err
+}
+
+// SemaphoreInfo is what SemaphoreInfo tells of a semaphore.
+type SemaphoreInfo struct {
+	Limit   int // the stored limit; 0 if none is stored
+	Holders int // live permits
+	Waiting int // live waiters queued
+}
+
+// SemaphoreInfo returns the named semaphore's stored limit, live permits
+// and live waiters, in one script that writes nothing.
+func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo, error) {
+	var info SemaphoreInfo
+	obj, err := e.object(kindSem, name)
+	if err != nil {
+		return info, err
+	}
+	v, err := redis.Ints(e.eval(ctx, obj, scriptSemInfo, obj.key(""), obj.key(":limit"), obj.key(":waiters")))
+	if err == nil && len(v) != 3 {
+		err = obj.errorf("unexpected reply %v", v)
+	}
+	if err != nil {
+		return info, err
+	}
+	return SemaphoreInfo{Limit: v[0], Holders: v[1], Waiting: v[2]}, nil
+}
+
+// SetSemaphoreLimit is an administrator's call: it stores limit (>= 1) as
+// the named semaphore's, also while permits are held (a rolling deploy
+// that changes the limit). Raising it hands the new slots to queued
+// waiters at once; lowering it admits nobody until the holders are under
+// it (none is taken back). The limit stays while the semaphore is idle,
+// until the fence retention has passed since this call or the last
+// permit granted.
+func (e *Engine) SetSemaphoreLimit(ctx context.Context, name string, limit int) error {
+	obj, err := e.object(kindSem, name)
+	if err != nil {
+		return err
+	}
+	if limit < 1 {
+		return obj.errorf("limit %d: must be at least 1: %w", limit, ErrInvalid)
+	}
+	keys := semOps.keys(obj)
+	_, err = e.eval(ctx, obj, scriptSemLimit, append(keys, limit, e.keepArg, e.wakeArg)...)
+	return err
+}
+
+// Release gives the permit back, and its slot to the first live waiter.
+// Like Unlock it stops the watchdog first and makes its attempt even when
+// ctx is already done, bounded by ReleaseTimeout (or ctx's later
+// deadline). It returns an error wrapping ErrNotHeld if the permit had
+// already been released or timed out (its slot may be someone else's
+// now).
+func (p *Permit) Release(ctx context.Context) error {
+	if p == nil {
+		return errNilPermit
+	}
+	return p.release(ctx)
+}
+
+// Refresh restarts the permit's timeout (its TTL from now). It returns an
+// error wrapping ErrNotHeld if the permit had already been released or
+// timed out; it never brings such a permit back.
+func (p *Permit) Refresh(ctx context.Context) error {
+	if p == nil {
+		return errNilPermit
+	}
+	return p.extend(ctx, 0)
+}
+
+// TTL returns the time left before the permit times out, as the server
+// counts it, or an error wrapping ErrNotHeld if it was released or timed
+// out.
+func (p *Permit) TTL(ctx context.Context) (time.Duration, error) {
+	if p == nil {
+		return 0, errNilPermit
+	}
+	return p.ttl(ctx)
+}
+
+// Held reports whether the permit is still live (false for a nil permit).
+func (p *Permit) Held(ctx context.Context) (bool, error) {
+	return held(p.TTL(ctx))
+}
+
+// Token returns the random identifier (a UUID v4) of this permit, or "" for
+// a nil permit.
+func (p *Permit) Token() string {
+	if p == nil {
+		return ""
+	}
+	return p.token
+}
+
+// Fence returns the counter value that ranked this permit (0 for a nil
+// permit): it grows strictly with every permit granted by the semaphore,
+// as a lock's fence does (see Lock.Fence).
+func (p *Permit) Fence() int64 {
+	if p == nil {
+		return 0
+	}
+	return p.fence
+}
+
+// Lost returns a channel that closes when the engine finds the permit gone
+// while it keeps it (the watchdog, or the confirmation of a permit handed
+// over to this waiter), as Lock.Lost.
+func (p *Permit) Lost() <-chan struct{} {
+	if p == nil {
+		return closedChan
+	}
+	return p.lostChan()
+}
+
+// Context returns a context derived from parent that is done when parent
+// is, when the permit is released, or when it is lost, as Lock.Context.
+func (p *Permit) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if p == nil {
+		return canceled(parent)
+	}
+	return p.context(parent)
+}
+
+var errNilPermit = &Error{Err: fmt.Errorf("nil permit: %w", ErrNotHeld)}

@@ -12,6 +12,7 @@ import (
 	"go/parser"
 	"go/token"
 	"math/rand/v2"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -659,8 +660,8 @@ func TestCheckersCount(t *testing.T) {
 }
 
 // The library reads the client's clock only to pace waits and renewals:
-// every time.Now, time.Since and time.Until in engine.go sits in one of
-// these functions, none of which decides who holds what.
+// every time.Now, time.Since and time.Until in the library's files sits in
+// one of these functions, none of which decides who holds what.
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
 		"acquire": "how long an acquisition took, for its event",
@@ -673,12 +674,23 @@ func TestClientClockOnlyPaces(t *testing.T) {
 		"conn":    "a call's timeout, up to ctx's deadline",
 	}
 	fset := token.NewFileSet()
-	f, err := parser.ParseFile(fset, "engine.go", nil, 0)
+	names, err := filepath.Glob("*.go")
 	if err != nil {
 		t.Fatal(err)
 	}
+	var decls []ast.Decl
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		decls = append(decls, f.Decls...)
+	}
 	seen := 0
-	for _, d := range f.Decls {
+	for _, d := range decls {
 		fn, ok := d.(*ast.FuncDecl)
 		if !ok {
 			continue

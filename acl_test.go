@@ -59,7 +59,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	orders := New(pool("orders"), WithNamespace("orders:"))
-	orders.queueTTL = slowRenewals // waiters must be woken by the subscription
+	orders.queueTTL = slowExtensions // waiters must be woken by the subscription
 	defer orders.Close(ctx)
 
 	l, err := orders.TryLock(ctx, "cart:1", LockOptions{TTL: time.Minute, Watchdog: true})
@@ -125,7 +125,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 			if _, err := e.SemaphoreInfo(ctx, "exports"); err != nil {
 				return err
 			}
-			if err := p.Refresh(ctx); err != nil {
+			if err := p.Extend(ctx, 0); err != nil {
 				return err
 			}
 			return p.Release(ctx)

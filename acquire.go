@@ -26,7 +26,7 @@ import (
 type acquisition struct {
 	obj              object
 	acquire, abandon *redis.Script
-	keys             []any // the object's keys and the token's void mark
+	keys             []any // the object's keys and the token's abandon mark
 	token            string
 	tokenArg         any // token, as the scripts take it
 	lease            time.Duration
@@ -36,15 +36,15 @@ type acquisition struct {
 
 // attempt is an acquire script's reply.
 type attempt struct {
-	granted bool
-	fence   int64
-	voided  bool          // the token was abandoned
-	noLimit bool          // a semaphore with no stored limit, and none given
-	hint    time.Duration // how long the holder has left, -1 if none
-	rank    int64         // the caller's place in the queue (one try: how many are queued)
-	arrival int64         // the arrival number the queue gave it, if it just queued
-	limit   int64         // semaphores: the limit in force
-	held    int64         // semaphores: the permits held
+	granted   bool
+	fence     int64
+	abandoned bool          // the token was abandoned
+	noLimit   bool          // a semaphore with no stored limit, and none given
+	hint      time.Duration // how long the holder has left, -1 if none
+	rank      int64         // the caller's place in the queue (one try: how many are queued)
+	arrival   int64         // the arrival number the queue gave it, if it just queued
+	limit     int64         // semaphores: the limit in force
+	held      int64         // semaphores: the permits held
 }
 
 func decodeAttempt(reply any) (a attempt, err error) {
@@ -56,7 +56,7 @@ func decodeAttempt(reply any) (a attempt, err error) {
 	case v[0] == 1 && len(v) == 2:
 		a.granted, a.fence = true, v[1]
 	case v[0] == 2:
-		a.voided = true
+		a.abandoned = true
 	case v[0] == 3:
 		a.noLimit = true
 	case v[0] == 0 && len(v) >= 4:
@@ -91,20 +91,20 @@ type grant struct {
 	queued  bool  // it waited in the queue
 	// handed: a release handed it over and woke the caller, which has not
 	// confirmed it: its lease runs only to the end of the caller's queue
-	// entry, set by the last renewal sent at sent.
+	// entry, set by the last extension sent at sent.
 	handed bool
-	sent   time.Time // when the granting call, or the last renewal, was sent
+	sent   time.Time // when the granting call, or the last extension, was sent
 	took   time.Duration
 }
 
 // acquire takes the object, in one attempt or, with a.wait > 0, queueing
 // on the server until the object is handed over, the wait runs out or ctx
 // ends. A waiter blocks on nothing of its own: the engine's wake
-// subscription wakes it with the grant, and it renews its queue entry
+// subscription wakes it with the grant, and it extends its queue entry
 // every third of the entry's lifetime (the same script: it also picks up
 // what was handed to it, and takes the object if it is at the head and the
 // holder is gone). Whatever the wait's end, an attempt that may have
-// reached the server is undone in the background unless it granted.
+// reached the server is abandoned in the background unless it granted.
 func (e *Engine) acquire(ctx context.Context, a *acquisition) (grant, error) {
 	start := time.Now()
 	g, err := e.wait(ctx, a, start)
@@ -130,18 +130,18 @@ func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g g
 	}
 	args := make([]any, 0, len(a.keys)+7+len(a.extra))
 	args = append(append(args, a.keys...), a.tokenArg, mode, e.queueTTL.Milliseconds(), a.lease.Milliseconds(),
-		e.keepArg, a.obj.ns+a.obj.kind.word+":{"+a.obj.name+"}:inbox:"+e.id, e.wakeArg)
+		e.retentionArg, a.obj.ns+a.obj.kind.word+":{"+a.obj.name+"}:inbox:"+e.id, e.wakeArg)
 	args = append(args, a.extra...)
 	deadline := start.Add(a.wait)
 	var (
-		undo    bool  // the server may hold something of the token's
+		abandon bool  // the server may hold something of the token's
 		failure error // the last attempt's, if it got no answer
 		pause   time.Duration
 		rank    int64
 	)
 	giveUp := func(err error) (grant, error) {
-		if undo {
-			e.undo(a)
+		if abandon {
+			e.abandon(a)
 		}
 		return g, err
 	}
@@ -162,9 +162,9 @@ func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g g
 		if err == nil {
 			at, err = decodeAttempt(out.reply)
 		}
-		undo = undo || out.reached && unknownOutcome(err)
+		abandon = abandon || out.reached && unknownOutcome(err)
 		if err == nil && at.granted && out.shortfall != nil { // a failover could grant it again
-			undo = true
+			abandon = true
 			return giveUp(a.obj.err(out.shortfall))
 		}
 		switch {
@@ -195,7 +195,7 @@ func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g g
 		case at.granted:
 			g.fence, g.sent = at.fence, sent
 			return g, nil
-		case at.voided:
+		case at.abandoned:
 			return giveUp(a.obj.errorf("attempt abandoned: %w", ErrNotAcquired))
 		case at.noLimit:
 			return giveUp(a.obj.errorf("no limit is stored: give Limit: %w", ErrInvalid))
@@ -203,12 +203,12 @@ func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g g
 			return giveUp(a.obj.errorf("%s: %w", at.refusal(a.obj), ErrNotAcquired))
 		}
 
-		args[len(a.keys)+1] = 2 // the next call renews the entry
-		// Queued: wait for the wake-up, the time to renew, or the end. A
+		args[len(a.keys)+1] = 2 // the next call extends the entry
+		// Queued: wait for the wake-up, the time to extend, or the end. A
 		// grant handed to this entry came after this call ran (else the
 		// call would have picked it up), so its lease runs at least a queue
 		// TTL from when the call was sent.
-		undo, failure, pause = true, nil, 0
+		abandon, failure, pause = true, nil, 0
 		g.queued, g.sent, rank = true, sent, at.rank
 		if at.arrival > 0 { // a new entry: a grant to an earlier one has lapsed
 			g.arrival = at.arrival
@@ -242,19 +242,19 @@ func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g g
 	}
 }
 
-// undo runs the abandon script in the background, bounded by UndoTimeout,
+// abandon runs the abandon script in the background, bounded by AbandonTimeout,
 // for an acquisition whose caller has already been told it failed. Close
 // waits for it. If it fails, the lease still ends whatever the late acquire
 // took; the failure is reported as a background error.
-func (e *Engine) undo(a *acquisition) {
-	args := append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, max(a.lease, e.queueTTL).Milliseconds(), e.keepArg, e.wakeArg)
+func (e *Engine) abandon(a *acquisition) {
+	args := append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, max(a.lease, e.queueTTL).Milliseconds(), e.retentionArg, e.wakeArg)
 	obj, token, abandon := a.obj, a.token, a.abandon
 	e.goBackground(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), UndoTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), AbandonTimeout)
 		defer cancel()
-		if _, err := e.call(ctx, abandon, args, false, UndoTimeout); err != nil {
+		if _, err := e.call(ctx, abandon, args, false, AbandonTimeout); err != nil {
 			e.emit(Event{Type: EventBackgroundError, Object: obj.kind.noun, Name: obj.name, Token: token,
-				Err: obj.errorf("undoing an acquisition: %w", err)})
+				Err: obj.errorf("abandoning an acquisition: %w", err)})
 		}
 	})
 }
@@ -270,9 +270,9 @@ func (e *Engine) take(ctx context.Context, h *holding, o object, ops *holdOps, t
 	}
 	h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, o, ops, keys, token, tokenArg
 	h.fence, h.arrival, h.queued = g.fence, g.arrival, g.queued
-	h.since, h.watchdog, h.lease, h.renewed, h.confirmed = time.Now(), watchdog, lease, g.sent, !g.handed
+	h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), watchdog, lease, g.sent, !g.handed
 	if watchdog || g.handed {
-		h.keepUp()
+		h.startWatchdog()
 	}
 	return nil
 }

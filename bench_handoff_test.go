@@ -42,9 +42,9 @@ const (
 	drainTimeout = 15 * time.Second       // bound on a crowd's wind-down
 )
 
-// renewalPeriod is how often a waiter renews its queue entry: a third of
+// extendPeriod is how often a waiter extends its queue entry: a third of
 // the entry's lifetime (engine.go, acquire).
-const renewalPeriod = defaultQueueTTL / 3
+const extendPeriod = defaultQueueTTL / 3
 
 // ---------------------------------------------------------------------------
 // v1's polling wait, the baseline (engine.go before waiting by handoff:
@@ -319,12 +319,12 @@ func contentionRound(r *round, ct contender, clients, limit int, hold, window ti
 	if err := errors.Join(err0, err1, err2, err, err3); err != nil {
 		return err
 	}
-	var acq, renewals float64
+	var acq, extensions float64
 	for _, tk := range takes {
 		if !tk.at.Before(s1.at) && tk.at.Before(s2.at) {
 			acq++
 		}
-		renewals += float64(tk.at.Sub(tk.start) / renewalPeriod)
+		extensions += float64(tk.at.Sub(tk.start) / extendPeriod)
 	}
 	if acq == 0 {
 		return notMeasurable("no acquisition in %v", window)
@@ -342,14 +342,14 @@ func contentionRound(r *round, ct contender, clients, limit int, hold, window ti
 		r.add("busy%", 100*u.cpu/u.wall.Seconds())
 	}
 	if strings.HasPrefix(ct.name, "handoff") {
-		// Enqueue and release, and a renewal per period waited: the
+		// Enqueue and release, and an extension per period waited: the
 		// wake-up is a message, and the woken waiter makes no pickup. On
 		// top (the goal's tenth): a confirmation where a hold outlasts a
 		// third of its waiter's entry, the subscription's SUBSCRIBE and
 		// PINGs, and the look every waiter takes once it is up.
 		all := float64(len(takes))
 		r.add("round-cmds/acq", s0.to(s3).cmds/all)
-		r.add("cmds-goal/acq", 2+renewals/all)
+		r.add("cmds-goal/acq", 2+extensions/all)
 		if share, n := inArrivalOrder(takes); n > 0 {
 			r.add("in-order%", 100*share)
 		}
@@ -360,7 +360,7 @@ func contentionRound(r *round, ct contender, clients, limit int, hold, window ti
 // longestStall is the longest time within [from, to) during which fewer
 // than limit clients held the object while some client was waiting, as the
 // clients saw it (from a holder's release call to the next return of an
-// acquisition): a lost wake-up shows as a stall of up to a renewal period.
+// acquisition): a lost wake-up shows as a stall of up to an extension period.
 func longestStall(takes []take, limit int, from, to time.Time) time.Duration {
 	type event struct {
 		at            time.Time
@@ -688,7 +688,7 @@ func (env *benchEnv) until(cond func() (bool, error)) error {
 var waitTargets = []target{
 	{"crowd 64×10ms, acq/s: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "acq/s"}, [2]string{"BenchmarkWaitCrowd/polling", "acq/s"}, ">=", 0.95},
 	{"crowd 64×10ms, acq/s: handoff ÷ book", [2]string{"BenchmarkWaitCrowd/handoff", "acq/s"}, [2]string{"BenchmarkWaitCrowd/book", "acq/s"}, "", 0},
-	{"crowd, commands/acq: handoff ÷ (2 + renewals waited)", [2]string{"BenchmarkWaitCrowd/handoff", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff", "cmds-goal/acq"}, "<=", 1.1},
+	{"crowd, commands/acq: handoff ÷ (2 + extensions waited)", [2]string{"BenchmarkWaitCrowd/handoff", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff", "cmds-goal/acq"}, "<=", 1.1},
 	{"crowd, commands/acq: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "cmds/acq"}, [2]string{"BenchmarkWaitCrowd/polling", "cmds/acq"}, "", 0},
 	{"crowd, commands/acq: handoff ÷ book", [2]string{"BenchmarkWaitCrowd/handoff", "cmds/acq"}, [2]string{"BenchmarkWaitCrowd/book", "cmds/acq"}, "", 0},
 	{"crowd, server CPU/acq: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "cpu-us/acq"}, [2]string{"BenchmarkWaitCrowd/polling", "cpu-us/acq"}, "<=", 0.2},
@@ -696,7 +696,7 @@ var waitTargets = []target{
 	{"crowd, redis-server busy: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "busy%"}, [2]string{"BenchmarkWaitCrowd/polling", "busy%"}, "", 0},
 	{"crowd, longest stall: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "max-stall-ms"}, [2]string{"BenchmarkWaitCrowd/polling", "max-stall-ms"}, "", 0},
 	{"crowd, handoffs in arrival order (%)", [2]string{"BenchmarkWaitCrowd/handoff", "in-order%"}, [2]string{}, ">=", 99},
-	{"crowd, engine per client: commands/acq ÷ (2 + renewals)", [2]string{"BenchmarkWaitCrowd/handoff-engines", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff-engines", "cmds-goal/acq"}, "", 0},
+	{"crowd, engine per client: commands/acq ÷ (2 + extensions)", [2]string{"BenchmarkWaitCrowd/handoff-engines", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff-engines", "cmds-goal/acq"}, "", 0},
 	{"crowd, engine per client: server CPU/acq ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff-engines", "cpu-us/acq"}, [2]string{"BenchmarkWaitCrowd/polling", "cpu-us/acq"}, "", 0},
 	{"neighbour's GET p99: handoff crowd ÷ idle", [2]string{"BenchmarkWaitNeighbour/handoff", "p99-ms"}, [2]string{"BenchmarkWaitNeighbour/idle", "p99-ms"}, "<=", 2},
 	{"neighbour's GET p99: polling crowd ÷ idle", [2]string{"BenchmarkWaitNeighbour/polling", "p99-ms"}, [2]string{"BenchmarkWaitNeighbour/idle", "p99-ms"}, "", 0},
@@ -706,14 +706,14 @@ var waitTargets = []target{
 	{"hot name, server CPU/acq: handoff ÷ book", [2]string{"BenchmarkWaitNoHold/handoff", "cpu-us/acq"}, [2]string{"BenchmarkWaitNoHold/book", "cpu-us/acq"}, "<=", 1},
 	{"hot name, script time/acq: handoff (srv µs)", [2]string{"BenchmarkWaitNoHold/handoff", "srv-us/acq"}, [2]string{}, "", 0},
 	{"hot name, commands/acq inside scripts too: handoff", [2]string{"BenchmarkWaitNoHold/handoff", "calls/acq"}, [2]string{}, "", 0},
-	{"hot name, commands/acq: handoff ÷ (2 + renewals waited)", [2]string{"BenchmarkWaitNoHold/handoff", "round-cmds/acq"}, [2]string{"BenchmarkWaitNoHold/handoff", "cmds-goal/acq"}, "<=", 1.1},
+	{"hot name, commands/acq: handoff ÷ (2 + extensions waited)", [2]string{"BenchmarkWaitNoHold/handoff", "round-cmds/acq"}, [2]string{"BenchmarkWaitNoHold/handoff", "cmds-goal/acq"}, "<=", 1.1},
 	{"wake-up lag p50: handoff ÷ PING", [2]string{"BenchmarkWaitLag/handoff", "p50-ms"}, [2]string{"BenchmarkWaitLag/ping", "p50-ms"}, "<=", 3},
 	{"wake-up lag p50: the Unlock call alone ÷ PING", [2]string{"BenchmarkWaitLag/handoff", "unlock-p50-ms"}, [2]string{"BenchmarkWaitLag/ping", "p50-ms"}, "", 0},
 	{"wake-up lag p50: handoff ÷ the Unlock call alone", [2]string{"BenchmarkWaitLag/handoff", "p50-ms"}, [2]string{"BenchmarkWaitLag/handoff", "unlock-p50-ms"}, "", 0},
 	{"wake-up lag p99: handoff ÷ PING", [2]string{"BenchmarkWaitLag/handoff", "p99-ms"}, [2]string{"BenchmarkWaitLag/ping", "p99-ms"}, "", 0},
 	{"server CPU per lock cycle: paced 5ms ÷ back to back", [2]string{"BenchmarkWaitIdleCPU/paced-5ms", "cpu-us/op"}, [2]string{"BenchmarkWaitIdleCPU/back-to-back", "cpu-us/op"}, "", 0},
 	{"semaphore 16 on 4 ×10ms, acq/s: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphore/handoff", "acq/s"}, [2]string{"BenchmarkWaitSemaphore/polling", "acq/s"}, ">=", 1},
-	{"semaphore, commands/acq: handoff ÷ (2 + renewals waited)", [2]string{"BenchmarkWaitSemaphore/handoff", "round-cmds/acq"}, [2]string{"BenchmarkWaitSemaphore/handoff", "cmds-goal/acq"}, "<=", 1.1},
+	{"semaphore, commands/acq: handoff ÷ (2 + extensions waited)", [2]string{"BenchmarkWaitSemaphore/handoff", "round-cmds/acq"}, [2]string{"BenchmarkWaitSemaphore/handoff", "cmds-goal/acq"}, "<=", 1.1},
 	{"semaphore, server CPU/acq: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphore/handoff", "cpu-us/acq"}, [2]string{"BenchmarkWaitSemaphore/polling", "cpu-us/acq"}, "", 0},
 	{"semaphore, longest stall: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphore/handoff", "max-stall-ms"}, [2]string{"BenchmarkWaitSemaphore/polling", "max-stall-ms"}, "", 0},
 	{"hot semaphore, 16 on 4, no hold, acq/s: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphoreNoHold/handoff", "acq/s"}, [2]string{"BenchmarkWaitSemaphoreNoHold/polling", "acq/s"}, ">=", 1},

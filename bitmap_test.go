@@ -347,9 +347,9 @@ func TestActivityTTL(t *testing.T) {
 		if err := e.MarkActive(ctx, "ttl", "p", 9); err != nil {
 			t.Fatal(err)
 		}
-		renewed := expireAt(index)
-		if renewed <= deadline || expireAt(shard(0)) != renewed {
-			t.Errorf("after the deadline: index expires at %d, shard 0 at %d; want one new deadline after %d", renewed, expireAt(shard(0)), deadline)
+		extended := expireAt(index)
+		if extended <= deadline || expireAt(shard(0)) != extended {
+			t.Errorf("after the deadline: index expires at %d, shard 0 at %d; want one new deadline after %d", extended, expireAt(shard(0)), deadline)
 		}
 		if n, err := e.CountActive(ctx, "ttl", "p"); n != 1 || err != nil {
 			t.Errorf("CountActive of the new period = %d, %v; want 1", n, err)

@@ -22,7 +22,7 @@ import (
 // A server that stops answering (SIGSTOP) holds no call past its bounds:
 // TryLock returns after the call timeout, a waiting Lock when its Wait
 // runs out, neither saying ErrNotAcquired (the server never answered), and
-// what they may have left on the server is undone once it answers again.
+// what they may have left on the server is abandoned once it answers again.
 func TestHungServer(t *testing.T) {
 	s := privateServer(t, "private redis")
 	pid := s.info(t, "process_id")
@@ -60,7 +60,7 @@ func TestHungServer(t *testing.T) {
 		t.Errorf("Lock (Wait 500ms) on a stopped server: %v after %v; want the last attempt's failure by the end of its wait", err, took)
 	}
 	resume()
-	if err := e.Close(ctxT(t)); err != nil { // the undos of the cut-off attempts run
+	if err := e.Close(ctxT(t)); err != nil { // the abandons of the cut-off attempts run
 		t.Fatal(err)
 	}
 	if err := holder.Unlock(ctxT(t)); err != nil {
@@ -68,7 +68,7 @@ func TestHungServer(t *testing.T) {
 	}
 	for _, k := range s.keys(t) { // void marks expire after a lease: a late arrival takes nothing
 		if k != s.ns+"lock:{hung}:fence" && !strings.HasPrefix(k, s.ns+"lock:{hung}:void:") {
-			t.Errorf("left after the undos: %s", k)
+			t.Errorf("left after the abandons: %s", k)
 		}
 	}
 }

@@ -33,7 +33,7 @@ var (
 	scriptSemAcquire = load("semaphore_acquire", 7, "queue", "semaphore")
 	scriptSemAbandon = load("semaphore_abandon", 7, "queue", "semaphore")
 	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
-	scriptSemRefresh = load("semaphore_refresh", 6, "queue", "semaphore")
+	scriptSemExtend  = load("semaphore_extend", 6, "queue", "semaphore")
 	scriptSemHolders = load("semaphore_holders", 6, "queue", "semaphore")
 	scriptSemPTTL    = load("semaphore_pttl", 2)
 	scriptSemInfo    = load("semaphore_info", 3, "queue")

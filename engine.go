@@ -77,8 +77,8 @@ var (
 	// ErrClosed: the engine was closed and takes no new locks or permits.
 	ErrClosed = errors.New("engine closed")
 	// ErrNotReplicated: fewer replicas than WithReplicaAck asks for
-	// acknowledged a write in time. An acquisition was undone; an Extend or
-	// Refresh kept what it set.
+	// acknowledged a write in time. An acquisition was abandoned; an Extend or
+	// Extend kept what it set.
 	ErrNotReplicated = errors.New("not replicated")
 )
 
@@ -113,9 +113,9 @@ const (
 	// ReleaseTimeout bounds Unlock and Release when the caller's context
 	// is done or ends sooner: they always make their attempt.
 	ReleaseTimeout = time.Second
-	// UndoTimeout bounds the background undo of an acquisition whose
+	// AbandonTimeout bounds the background abandon of an acquisition whose
 	// outcome is unknown (its caller gave up mid-call).
-	UndoTimeout = time.Second
+	AbandonTimeout = time.Second
 )
 
 // ---------------------------------------------------------------------------
@@ -137,19 +137,19 @@ type Engine struct {
 	observer    func(Event)   // WithObserver
 	logger      *slog.Logger  // WithLogger
 
-	id       string        // names this engine's wake channel
-	wakeArg  any           // <ns>wake:, the channels' prefix, as the scripts take it
-	keepArg  any           // the fence retention in ms, as the scripts take it
-	queueTTL time.Duration // a queue entry's lifetime unless renewed
-	subIdle  time.Duration // how long the wake subscription outlives the last waiter
-	wake     waker
+	id           string        // names this engine's wake channel
+	wakeArg      any           // <ns>wake:, the channels' prefix, as the scripts take it
+	retentionArg any           // the fence retention in ms, as the scripts take it
+	queueTTL     time.Duration // a queue entry's lifetime unless extended
+	subIdle      time.Duration // how long the wake subscription outlives the last waiter
+	wake         waker
 
 	mu         sync.Mutex
 	closed     bool
 	stop       context.Context // ends with Close
 	cancelStop context.CancelFunc
-	kept       map[*holding]struct{} // holdings renewed in the background
-	background sync.WaitGroup        // undos and the wake subscription; Add only under mu, before closed
+	watched    map[*holding]struct{} // holdings extended in the background
+	background sync.WaitGroup        // abandons and the wake subscription; Add only under mu, before closed
 
 	// plainSuggest is set once the server refused the allow-oom shebang
 	// (Redis < 7, miniredis): from then on Suggest runs the plain script.
@@ -179,7 +179,7 @@ func New(pool Pool, opts ...Option) *Engine {
 		e.reject(fmt.Errorf("replica ack timeout %v: must be shorter than the call timeout %v: %w", e.ackTimeout, e.callTimeout, ErrInvalid))
 	}
 	e.wake = waker{e: e, channel: e.ns + "wake:" + e.id, budget: subscriptionBudget(pool)}
-	e.wakeArg, e.keepArg = e.ns+"wake:", e.retention.Milliseconds()
+	e.wakeArg, e.retentionArg = e.ns+"wake:", e.retention.Milliseconds()
 	return e
 }
 
@@ -208,9 +208,9 @@ func (e *Engine) usable() error {
 
 // Close stops every watchdog the engine runs, and the confirmations of
 // locks and permits handed over to waiters (those holdings are no longer
-// renewed, so their Lost channels close; their leases run out on the
+// extended, so their Lost channels close; their leases run out on the
 // server unless unlocked), ends the wake subscription, and waits, until
-// ctx ends, for it and for the background undos of acquisitions cut off
+// ctx ends, for it and for the background abandons of acquisitions cut off
 // mid-call. Waits under way end by their own Wait or ctx. Afterwards the
 // engine takes no new locks or permits (ErrClosed); holdings can still be
 // unlocked, released and queried. Close is safe to call more than once.
@@ -220,14 +220,14 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.closed = true
-	kept := make([]*holding, 0, len(e.kept))
-	for h := range e.kept {
-		kept = append(kept, h)
+	watched := make([]*holding, 0, len(e.watched))
+	for h := range e.watched {
+		watched = append(watched, h)
 	}
 	e.mu.Unlock()
-	for _, h := range kept {
-		h.stopKeeping()
-		h.lost(h.obj.errorf("fence %d: engine closed: no longer renewed: %w", h.fence, ErrNotHeld))
+	for _, h := range watched {
+		h.stopWatchdog()
+		h.lost(h.obj.errorf("fence %d: engine closed: no longer extended: %w", h.fence, ErrNotHeld))
 	}
 	e.cancelStop()
 	e.wake.end()
@@ -237,7 +237,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return &Error{Err: fmt.Errorf("close: waiting for undos and the wake subscription: %w", ctx.Err())}
+		return &Error{Err: fmt.Errorf("close: waiting for abandons and the wake subscription: %w", ctx.Err())}
 	}
 }
 
@@ -590,7 +590,7 @@ func ctxErr(ctx context.Context) error {
 // primary for a slot (CLUSTERDOWN), or the slot is moving (TRYAGAIN, ASK,
 // a MOVED that call stopped following). After a reset or closed
 // connection the outcome of the call is unknown: whatever it took is
-// undone when the wait gives up.
+// abandoned when the wait gives up.
 func transient(err error) bool {
 	if err == nil {
 		return false

@@ -196,7 +196,7 @@ func TestWatchdogExtendChangesLease(t *testing.T) {
 		time.Sleep(900 * time.Millisecond)
 		ttl, err := l.TTL(ctx)
 		if err != nil || ttl > 300*time.Millisecond {
-			t.Errorf("TTL %v, %v: the watchdog should renew with the new 300ms lease", ttl, err)
+			t.Errorf("TTL %v, %v: the watchdog should extend with the new 300ms lease", ttl, err)
 		}
 	})
 }
@@ -279,7 +279,7 @@ func waitWatchdogs(t *testing.T, n int) {
 
 func watchdogs() int {
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*holding).keep(")
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*holding).watch(")
 }
 
 // After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT; redigo's
@@ -335,7 +335,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		{"WLock", func() (err error) { l, err = e.WLock(ctx, "one", LockOptions{}); return err }},
 		{"Unlock (writer)", func() error { return l.Unlock(ctx) }},
 		{"AcquireSemaphore", func() (err error) { p, err = e.TryAcquireSemaphore(ctx, "one", SemaphoreOptions{Limit: 1}); return err }},
-		{"Refresh", func() error { return p.Refresh(ctx) }},
+		{"Extend", func() error { return p.Extend(ctx, 0) }},
 		{"SemaphoreHolders", func() error { _, err := e.SemaphoreHolders(ctx, "one"); return err }},
 		{"Release", func() error { return p.Release(ctx) }},
 		{"AddRecent", func() error { return e.AddRecent(ctx, "one", "Alice") }},
@@ -409,12 +409,12 @@ func monitor(t *testing.T, addr, ns string, f func() error) []string {
 	}
 }
 
-// Extend must win against a watchdog renewal sent before it, however late
-// that renewal lands: the proxy holds back every command carrying the old
-// 600 ms lease for 160 ms, so a renewal (sent 200 ms after the acquire was)
+// Extend must win against a watchdog extension sent before it, however late
+// that extension lands: the proxy holds back every command carrying the old
+// 600 ms lease for 160 ms, so an extension (sent 200 ms after the acquire was)
 // is in flight when Extend(1h) is sent, and lands after it. The server
 // must keep the hour.
-func TestExtendBeatsLateRenewal(t *testing.T) {
+func TestExtendBeatsLateExtension(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte("\r\n600\r\n"), holdFor: 160 * time.Millisecond})
@@ -432,16 +432,16 @@ func TestExtendBeatsLateRenewal(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// The TryLock was held back 160 ms; the first renewal goes 200 ms
+			// The TryLock was held back 160 ms; the first extension goes 200 ms
 			// after it was sent, and is held back until 360 ms.
-			time.Sleep(time.Duration(80+16*i) * time.Millisecond) // a renewal is on its way
+			time.Sleep(time.Duration(80+16*i) * time.Millisecond) // an extension is on its way
 			if err := l.Extend(ctx, time.Hour); err != nil {
 				t.Fatalf("round %d: Extend: %v", i, err)
 			}
-			time.Sleep(300 * time.Millisecond) // every held renewal has landed
+			time.Sleep(300 * time.Millisecond) // every held extension has landed
 			pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{ext}"))
 			if pttl < int64(50*time.Minute/time.Millisecond) {
-				t.Fatalf("round %d: PTTL %d ms after Extend(1h) returned: an older renewal shortened the lease", i, pttl)
+				t.Fatalf("round %d: PTTL %d ms after Extend(1h) returned: an older extension shortened the lease", i, pttl)
 			}
 			select {
 			case <-l.Lost():
@@ -519,7 +519,7 @@ func TestGiveUpSendsNothingExtra(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := p.dials.Load(); n != 3 {
-		t.Errorf("3 TryLocks with Redis down dialled %d times, want 3 (no undo of what never reached the server)", n)
+		t.Errorf("3 TryLocks with Redis down dialled %d times, want 3 (no abandon of what never reached the server)", n)
 	}
 
 	s := newMini(t)
@@ -543,12 +543,12 @@ func TestGiveUpSendsNothingExtra(t *testing.T) {
 		t.Fatal(err)
 	}
 	if n := busy.gets.Load(); n != 1 {
-		t.Errorf("%d connections asked for, want 1: nothing was sent, so nothing needs undoing", n)
+		t.Errorf("%d connections asked for, want 1: nothing was sent, so nothing needs abandoning", n)
 	}
 }
 
 // Close stops every watchdog the engine runs (their Lost channels close:
-// nobody renews those leases any more) and waits for pending undos.
+// nobody extends those leases any more) and waits for pending abandons.
 func TestEngineClose(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
@@ -564,7 +564,7 @@ func TestEngineClose(t *testing.T) {
 			ls = append(ls, l)
 		}
 		waitWatchdogs(t, 2)
-		// Cut-off acquisitions leave undos running in the background.
+		// Cut-off acquisitions leave abandons running in the background.
 		for i := 0; i < 20; i++ {
 			cctx, cancel := context.WithTimeout(ctx, time.Millisecond)
 			e.TryLock(cctx, "cut", LockOptions{TTL: time.Minute})
@@ -576,8 +576,8 @@ func TestEngineClose(t *testing.T) {
 		if n := watchdogs(); n != 0 {
 			t.Errorf("%d watchdogs after Close", n)
 		}
-		if n := undos(); n != 0 {
-			t.Errorf("%d undos still running after Close", n)
+		if n := abandons(); n != 0 {
+			t.Errorf("%d abandons still running after Close", n)
 		}
 		for _, l := range ls {
 			select {
@@ -600,9 +600,9 @@ func TestEngineClose(t *testing.T) {
 	})
 }
 
-func undos() int {
+func abandons() int {
 	buf := make([]byte, 1<<20)
-	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Engine).undo(")
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "atomicredis.(*Engine).abandon(")
 }
 
 // No method of a nil holding panics (README, "Locks").
@@ -614,7 +614,7 @@ func TestNilHoldings(t *testing.T) {
 		"Lock.Unlock":    l.Unlock(ctx),
 		"Lock.Extend":    l.Extend(ctx, time.Second),
 		"Permit.Release": p.Release(ctx),
-		"Permit.Refresh": p.Refresh(ctx),
+		"Permit.Extend":  p.Extend(ctx, 0),
 	} {
 		if !errors.Is(err, ErrNotHeld) {
 			t.Errorf("%s on nil: %v, want ErrNotHeld", name, err)

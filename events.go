@@ -14,12 +14,12 @@ const (
 	EventAcquired        EventType = iota + 1 // taken; Wait: how long it took, Queued: whether it waited in the queue
 	EventNotAcquired                          // not taken; Err: why, Wait: how long it tried
 	EventReleased                             // given back; Held: how long it was held
-	EventLost                                 // the holding is gone: its lease ran out, another took it, renewals failed (Err)
-	EventRenewFailed                          // one renewal failed (Err); the lease may still hold
-	EventBackgroundError                      // an undo or the wake-up machinery failed (Err)
+	EventLost                                 // the holding is gone: its lease ran out, another took it, extensions failed (Err)
+	EventExtendFailed                         // one extension failed (Err); the lease may still hold
+	EventBackgroundError                      // an abandon or the wake-up machinery failed (Err)
 )
 
-var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "renew failed", "background error"}
+var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error"}
 
 func (t EventType) String() string {
 	if t > 0 && int(t) < len(eventNames) {
@@ -56,7 +56,7 @@ func (e *Engine) emit(ev Event) {
 	switch ev.Type {
 	case EventLost:
 		level = slog.LevelError
-	case EventRenewFailed, EventBackgroundError:
+	case EventExtendFailed, EventBackgroundError:
 	default:
 		return
 	}

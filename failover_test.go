@@ -449,7 +449,7 @@ func TestFailoverKill(t *testing.T) {
 			// acknowledged, so nothing is granted there.
 			var restarted time.Duration
 			if ack {
-				// A grant there is made, not acknowledged, and undone.
+				// A grant there is made, not acknowledged, and abandoned.
 				ctx := ctxT(t)
 				if _, err := e.TryLock(ctx, probe, LockOptions{}); !errors.Is(err, ErrNotReplicated) {
 					t.Errorf("TryLock on the promoted primary without a replica: %v, want ErrNotReplicated", err)
@@ -545,7 +545,7 @@ func TestFailoverKill(t *testing.T) {
 // it while it sleeps; its replica is promoted, and a second client takes
 // the lock there; then the old primary wakes. With WithReplicaAck(1, ...)
 // the first client gets an error (its grant, if the old primary made one,
-// is not acknowledged and is undone) and the second holds alone. Without
+// is not acknowledged and is abandoned) and the second holds alone. Without
 // it, the old primary may grant the lock again with the same fence: the
 // test shows the stale grant when it happens, and that the (fence, token)
 // guard turns it away (it arrives second), where a fence-only guard would
@@ -667,11 +667,11 @@ func TestFailoverStall(t *testing.T) {
 			if held, err := l2.Held(ctx); err != nil || !held {
 				t.Errorf("the promoted replica's holder: held %v, %v; want held", held, err)
 			}
-			if err := first.Close(ctx); err != nil { // pending undos done
+			if err := first.Close(ctx); err != nil { // pending abandons done
 				t.Fatal(err)
 			}
 			if held, err := l2.Held(ctx); err != nil || !held {
-				t.Errorf("after the undos, the holder: held %v, %v; want held alone", held, err)
+				t.Errorf("after the abandons, the holder: held %v, %v; want held alone", held, err)
 			}
 			if err := l2.Unlock(ctx); err != nil {
 				t.Errorf("Unlock of the holder: %v", err)

@@ -511,11 +511,11 @@ func TestBookRefreshRevives(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.advance(100 * time.Millisecond)
-		if err := p.Refresh(context.Background()); !errors.Is(err, ErrNotHeld) {
-			t.Errorf("our Refresh of a timed-out permit: %v", err)
+		if err := p.Extend(context.Background(), 0); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("our Extend of a timed-out permit: %v", err)
 		}
 		if n, _ := e.SemaphoreHolders(context.Background(), "ours"); n != 0 {
-			t.Errorf("%d holders after a refused Refresh", n)
+			t.Errorf("%d holders after a refused Extend", n)
 		}
 	})
 }
@@ -546,11 +546,11 @@ func TestClockJumps(t *testing.T) {
 		if n, _ := e.SemaphoreHolders(ctx, "clk"); n != 1 {
 			t.Errorf("TIME %+v: %d permits, want 1 (deadline is base+10s)", jump, n)
 		}
-		if err := p.Refresh(ctx); err != nil {
-			t.Errorf("TIME %+v: Refresh: %v", jump, err)
+		if err := p.Extend(ctx, 0); err != nil {
+			t.Errorf("TIME %+v: Extend: %v", jump, err)
 		}
-		s.mini.SetTime(base) // Refresh moved the deadline to now+10s; keep it at base+10s
-		p.Refresh(ctx)
+		s.mini.SetTime(base) // Extend moved the deadline to now+10s; keep it at base+10s
+		p.Extend(ctx, 0)
 	}
 	s.mini.SetTime(base.Add(10 * time.Second))
 	if n, _ := e.SemaphoreHolders(ctx, "clk"); n != 0 {
@@ -659,16 +659,16 @@ func TestCheckersCount(t *testing.T) {
 	}
 }
 
-// The library reads the client's clock only to pace waits and renewals:
+// The library reads the client's clock only to pace waits and extensions:
 // every time.Now, time.Since and time.Until in the library's files sits in
 // one of these functions, none of which decides who holds what.
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
 		"acquire": "how long an acquisition took, for its event",
-		"wait":    "the wait's deadline, renewal pacing, when each attempt was sent (the keeper's first base)",
+		"wait":    "the wait's deadline, extension pacing, when each attempt was sent (the watchdog's first base)",
 		"take":    "when the holding began, for EventReleased",
-		"keep":    "renewal pacing and giving up once the lease must have run out",
-		"extend":  "when the extension was sent, for the keeper",
+		"watch":   "extension pacing and giving up once the lease must have run out",
+		"extend":  "when the extension was sent, for the watchdog",
 		"release": "how long an Unlock or Release may take, and how long the holding was held, for its event",
 		"ctxErr":  "whether ctx's deadline has passed",
 		"conn":    "a call's timeout, up to ctx's deadline",

@@ -196,7 +196,7 @@ func TestHandoffAfterCrashedHolder(t *testing.T) {
 	})
 }
 
-// A waiter that dies while queued (its entry is never renewed): the next
+// A waiter that dies while queued (its entry is never extended): the next
 // waiter is delayed by at most the dead entry's lifetime, not by a lease.
 func TestDeadWaiterSkipped(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
@@ -206,7 +206,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// A waiter that queues and then dies: its one call, and no renewal.
+		// A waiter that queues and then dies: its one call, and no extension.
 		dead := "dead-waiter"
 		k := func(suffix string) any { return s.ns + "lock:{dw}" + suffix }
 		if _, err := redis.Int64s(scriptLockAcquire.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+dead),
@@ -347,7 +347,7 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 		ctx := ctxT(t)
 		handed := 0
 		for i := 0; i < 30; i++ {
-			e := s.waitEngine() // closed each round: its undos have run
+			e := s.waitEngine() // closed each round: its abandons have run
 			holder, err := e.TryLock(ctx, "cw", LockOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)

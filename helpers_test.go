@@ -96,7 +96,7 @@ var notOnCluster = map[string]string{
 	"TestMutualExclusionUnderFaults":  proxied,
 	"TestAdmissionUnderFaults":        proxied,
 	"TestRWUnderFaults":               proxied,
-	"TestExtendBeatsLateRenewal":      proxied,
+	"TestExtendBeatsLateExtension":    proxied,
 	"TestEngineClose":                 proxied,
 	"TestNoLostWakeup":                proxied,
 	"TestBookFairSemaphoreOverAdmits": proxied,

@@ -13,7 +13,7 @@ import (
 // hold, a permit) is taken and kept with, and the object's keys they
 // take, in order: the release script takes them all, the extend and pttl
 // scripts the first extendKeys and pttlKeys; the acquire and abandon
-// scripts add the token's void mark.
+// scripts add the token's abandon mark.
 type holdOps struct {
 	kind                                    *kind
 	suffixes                                []string
@@ -36,9 +36,9 @@ func (ops *holdOps) keys(o object) []any {
 // told (Lost, Context, events).
 //
 // A handed-over holding's lease runs only to the end of its waiter's
-// queue entry, which the waiter's last renewal set: at the latest
-// renewed + queueTTL by the client's clock. Until it is confirmed (a
-// renewal with its own lease: the watchdog's first, TTL, Held, Extend, or
+// queue entry, which the waiter's last extension set: at the latest
+// extended + queueTTL by the client's clock. Until it is confirmed (a
+// extension with its own lease: the watchdog's first, TTL, Held, Extend, or
 // a confirmation sent by itself a third into that time), a failed or late
 // confirmation is a loss.
 type holding struct {
@@ -54,71 +54,71 @@ type holding struct {
 	since    time.Time // when it was granted, for EventReleased
 	watchdog bool
 
-	stopKeep context.CancelFunc // nil if nothing keeps it
-	keepDone chan struct{}      // closed when the keeper ends
-	reset    chan struct{}      // tells the keeper the lease changed
+	stopWatch context.CancelFunc // nil if nothing keeps it
+	watchDone chan struct{}      // closed when the watchdog ends
+	reset     chan struct{}      // tells the watchdog the lease changed
 
 	mu         sync.Mutex
-	lease      time.Duration                    // what renewals ask for
-	renewed    time.Time                        // when the last renewal the server applied (or the grant) was sent
-	confirmed  bool                             // false: handed over, its lease runs to renewed + queueTTL
-	seq        int64                            // the last renewal's number (lock_extend, rw_extend)
+	lease      time.Duration                    // what extensions ask for
+	extended   time.Time                        // when the last extension the server applied (or the grant) was sent
+	confirmed  bool                             // false: handed over, its lease runs to extended + queueTTL
+	seq        int64                            // the last extension's number (lock_extend, rw_extend)
 	ended      bool                             // released, or found lost
 	lostCh     chan struct{}                    // made when Lost is first called
 	lostClosed bool                             // Lost is closed
 	contexts   map[*context.CancelFunc]struct{} // of Context's contexts: cancelled when it ends
 }
 
-// keepUp starts renewing in the background, registered with the engine so
+// startWatchdog starts extending in the background, registered with the engine so
 // Close can stop it. On a closed engine nothing would stop it, so none
-// starts and the holding is lost at once: nobody renews its lease.
-func (h *holding) keepUp() {
+// starts and the holding is lost at once: nobody extends its lease.
+func (h *holding) startWatchdog() {
 	ctx, cancel := context.WithCancel(context.Background())
-	h.stopKeep, h.keepDone, h.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
+	h.stopWatch, h.watchDone, h.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
 	e := h.e
 	e.mu.Lock()
 	if e.closed {
 		e.mu.Unlock()
-		close(h.keepDone)
-		h.lost(h.obj.errorf("fence %d: engine closed: not renewed: %w", h.fence, ErrNotHeld))
+		close(h.watchDone)
+		h.lost(h.obj.errorf("fence %d: engine closed: not extended: %w", h.fence, ErrNotHeld))
 		return
 	}
-	if e.kept == nil {
-		e.kept = map[*holding]struct{}{}
+	if e.watched == nil {
+		e.watched = map[*holding]struct{}{}
 	}
-	e.kept[h] = struct{}{}
+	e.watched[h] = struct{}{}
 	e.mu.Unlock()
-	go h.keep(ctx)
+	go h.watch(ctx)
 }
 
-// stopKeeping ends the keeper and waits until it has, so no renewal is in
+// stopWatchdog ends the watchdog and waits until it has, so no extension is in
 // flight afterwards. Safe to call more than once, and without one.
-func (h *holding) stopKeeping() {
-	if h.stopKeep != nil {
-		h.stopKeep()
-		<-h.keepDone
+func (h *holding) stopWatchdog() {
+	if h.stopWatch != nil {
+		h.stopWatch()
+		<-h.watchDone
 	}
 }
 
-// keep renews the lease: every lease/3 (Redisson's rhythm) with a watchdog;
+// watch extends the lease: every lease/3 (Redisson's rhythm) with a watchdog;
 // once, a third into its provisional lease (most short holds are over by
 // then), for a handed-over holding without one. A reply saying the holding
-// is gone is a loss. A failed renewal is retried every tenth of the lease
-// until the lease would have run out since the last renewal was sent; then
+// is gone is a loss. A failed extension is retried every tenth of the lease
+// until the lease would have run out since the last extension was sent; then
 // the holding must be presumed lost. The client clock decides only when
-// the holder stops trusting its lease (and paces renewals); who holds it
+// the holder stops trusting its lease (and paces extensions); who holds it
 // is always the server's answer.
-func (h *holding) keep(ctx context.Context) {
+func (h *holding) watch(ctx context.Context) {
 	defer func() {
 		h.e.mu.Lock()
-		delete(h.e.kept, h)
+		delete(h.e.watched, h)
 		h.e.mu.Unlock()
-		close(h.keepDone)
+		close(h.watchDone)
 	}()
 	var retry time.Duration
 	for {
 		h.mu.Lock()
-		lease, renewed, confirmed := h.lease, h.renewed, h.confirmed
+		lease, extended, confirmed := h.lease, h.extended, h.confirmed
 		h.mu.Unlock()
 		if confirmed && !h.watchdog {
 			return // confirmed by TTL, Held or Extend
@@ -126,10 +126,10 @@ func (h *holding) keep(ctx context.Context) {
 		next := retry
 		switch {
 		case next > 0:
-		case confirmed: // a third into the lease, counted from when it was granted or renewed
-			next = time.Until(renewed.Add(lease / 3))
+		case confirmed: // a third into the lease, counted from when it was granted or extended
+			next = time.Until(extended.Add(lease / 3))
 		default: // by then it has had its queue entry a third as long
-			next = time.Until(renewed.Add(h.e.queueTTL / 3))
+			next = time.Until(extended.Add(h.e.queueTTL / 3))
 		}
 		t := time.NewTimer(max(next, 0))
 		select {
@@ -144,29 +144,29 @@ func (h *holding) keep(ctx context.Context) {
 		}
 		h.mu.Lock()
 		h.seq++
-		lease, renewed, seq, span := h.lease, h.renewed, h.seq, h.span()
+		lease, extended, seq, span := h.lease, h.extended, h.seq, h.span()
 		h.mu.Unlock()
-		callCtx, cancel := context.WithDeadline(ctx, renewed.Add(span))
+		callCtx, cancel := context.WithDeadline(ctx, extended.Add(span))
 		sent := time.Now()
-		held, err := h.renew(callCtx, lease, seq)
+		held, err := h.extendLease(callCtx, lease, seq)
 		cancel()
 		if ctx.Err() != nil {
 			return
 		}
 		switch {
 		case err == nil && held:
-			h.renewedAt(sent)
+			h.extendedAt(sent)
 			retry = 0
 		case err == nil:
 			h.lost(h.obj.errorf("fence %d: the lease ran out or another took it: %w", h.fence, ErrNotHeld))
 			return
 		default:
-			h.e.emit(Event{Type: EventRenewFailed, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence, Err: err})
+			h.e.emit(Event{Type: EventExtendFailed, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence, Err: err})
 			h.mu.Lock()
-			renewed, span = h.renewed, h.span() // an Extend meanwhile counts too
+			extended, span = h.extended, h.span() // an Extend meanwhile counts too
 			h.mu.Unlock()
-			if time.Since(renewed) >= span {
-				h.lost(h.obj.errorf("fence %d: renewals failed until the lease ran out: %w (%w)", h.fence, ErrNotHeld, err))
+			if time.Since(extended) >= span {
+				h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out: %w (%w)", h.fence, ErrNotHeld, err))
 				return
 			}
 			retry = max(span/9, time.Millisecond)
@@ -177,9 +177,9 @@ func (h *holding) keep(ctx context.Context) {
 	}
 }
 
-// span is how long the holder may count on the lease after renewed: its
+// span is how long the holder may count on the lease after extended: its
 // own, or, until confirmed, the queue entry's lifetime, less a tenth. The
-// server's lease runs at least the whole of it from when the renewal was
+// server's lease runs at least the whole of it from when the extension was
 // sent; the tenth is for the client's clock and its scheduling, so that a
 // holder learns it lost the lease before the next one can take it. Called
 // with mu held.
@@ -191,26 +191,26 @@ func (h *holding) span() time.Duration {
 	return span - span/10
 }
 
-// renewedAt records a renewal the server applied, sent at sent.
-func (h *holding) renewedAt(sent time.Time) {
+// extendedAt records an extension the server applied, sent at sent.
+func (h *holding) extendedAt(sent time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.renewed.Before(sent) {
-		h.renewed = sent
+	if h.extended.Before(sent) {
+		h.extended = sent
 	}
 	h.confirmed = true
 }
 
-// renew sends renewal number seq with lease (a lock's Extend, a permit's
-// Refresh). held reports the script's answer: a stale renewal (2: a newer
+// extendLease sends extension number seq with lease (a lock's Extend, a permit's
+// Extend). held reports the script's answer: a stale extension (2: a newer
 // one of this holder's already stands) counts as held. Too few replica
 // acknowledgements are an error wrapping ErrNotReplicated, with held as
 // the script said.
-func (h *holding) renew(ctx context.Context, lease time.Duration, seq int64) (held bool, err error) {
+func (h *holding) extendLease(ctx context.Context, lease time.Duration, seq int64) (held bool, err error) {
 	n := h.ops.extendKeys
 	args := append(h.keys[:n:n], h.tokenArg, lease.Milliseconds())
 	if h.ops.kind == kindSem {
-		args = append(args, h.e.keepArg, h.e.wakeArg)
+		args = append(args, h.e.retentionArg, h.e.wakeArg)
 	} else {
 		args = append(args, seq)
 	}
@@ -228,14 +228,14 @@ func (h *holding) renew(ctx context.Context, lease time.Duration, seq int64) (he
 	return v >= 1, nil
 }
 
-// extend is Lock.Extend and Permit.Refresh: a renewal with ttl (0: the
-// current lease) that becomes the keeper's lease from now on.
+// extend is Lock.Extend and Permit.Extend: an extension with ttl (0: the
+// current lease) that becomes the watchdog's lease from now on.
 func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 	ttl, err := h.obj.duration("TTL", ttl, h.currentLease())
 	if err != nil {
 		return err
 	}
-	// The new lease is the keeper's from this instant: any renewal
+	// The new lease is the watchdog's from this instant: any extension
 	// numbered after this one carries it.
 	h.mu.Lock()
 	h.lease = ttl
@@ -243,7 +243,7 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 	seq := h.seq
 	h.mu.Unlock()
 	sent := time.Now()
-	held, err := h.renew(ctx, ttl, seq)
+	held, err := h.extendLease(ctx, ttl, seq)
 	if err != nil && !(held && errors.Is(err, ErrNotReplicated)) {
 		return err
 	}
@@ -251,8 +251,8 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 		return h.notHeld()
 	}
 	// Extended (even if too few replicas acknowledged it: the server keeps
-	// it, and err says so): the keeper renews on the new rhythm.
-	h.renewedAt(sent)
+	// it, and err says so): the watchdog extends on the new rhythm.
+	h.extendedAt(sent)
 	if h.reset != nil {
 		select {
 		case h.reset <- struct{}{}:
@@ -269,7 +269,7 @@ func (h *holding) currentLease() time.Duration {
 }
 
 // ttl is the remaining lease as the server counts it. A holding not yet
-// confirmed is confirmed in the same script (a renewal): its lease is then
+// confirmed is confirmed in the same script (an extension): its lease is then
 // its own in full.
 func (h *holding) ttl(ctx context.Context) (time.Duration, error) {
 	h.mu.Lock()
@@ -300,7 +300,7 @@ func held(_ time.Duration, err error) (bool, error) {
 	return err == nil, err
 }
 
-// release is Unlock and Release: it stops the keeper, then makes its
+// release is Unlock and Release: it stops the watchdog, then makes its
 // attempt even when ctx is already done, bounded by ReleaseTimeout (or
 // ctx's later deadline), retrying a pool that is momentarily exhausted and
 // a connection that broke (releasing is idempotent: a retry of a release
@@ -308,7 +308,7 @@ func held(_ time.Duration, err error) (bool, error) {
 // its name until its lease ends, which for one just handed over is its
 // queue entry's (up to a second), so a cut connection is worth a retry.
 func (h *holding) release(ctx context.Context) error {
-	h.stopKeeping()
+	h.stopWatchdog()
 	deadline := time.Now().Add(ReleaseTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.After(deadline) {
 		deadline = dl
@@ -317,7 +317,7 @@ func (h *holding) release(ctx context.Context) error {
 		ctx = context.WithoutCancel(ctx)
 	}
 	n := len(h.keys)
-	args := append(h.keys[:n:n], h.tokenArg, h.e.keepArg, h.e.wakeArg)
+	args := append(h.keys[:n:n], h.tokenArg, h.e.retentionArg, h.e.wakeArg)
 	var (
 		unanswered error // an earlier attempt's, sent and not answered: it may have released
 		pause      time.Duration
@@ -426,7 +426,7 @@ func (h *holding) context(parent context.Context) (context.Context, context.Canc
 	if h.watchdog {
 		ctx, cancel = context.WithCancel(parent)
 	} else {
-		ctx, cancel = context.WithDeadline(parent, h.renewed.Add(h.lease-h.lease/10))
+		ctx, cancel = context.WithDeadline(parent, h.extended.Add(h.lease-h.lease/10))
 	}
 	if h.ended {
 		cancel()

@@ -15,7 +15,7 @@ import (
 type LockOptions struct {
 	TTL      time.Duration // lease; 0 = 10s
 	Wait     time.Duration // how long Lock waits; 0 = 10s (TryLock never waits)
-	Watchdog bool          // renew the lease every TTL/3 until Unlock or loss
+	Watchdog bool          // extend the lease every TTL/3 until Unlock or loss
 }
 
 // Lock is one holding of a named lock, or one hold (a reader's or the
@@ -126,7 +126,7 @@ func (l *Lock) Fence() int64 {
 
 // Lost returns a channel that closes when the engine finds the lock gone
 // while it keeps it: the watchdog found it expired or taken, could not
-// renew it before the lease ran out, or was stopped by Engine.Close; or a
+// extend it before the lease ran out, or was stopped by Engine.Close; or a
 // lock handed over to this waiter could not be confirmed. Without a
 // watchdog, a confirmed lock's channel never closes (Context then ends
 // with the lease); for a nil lock it is closed.
@@ -139,7 +139,7 @@ func (l *Lock) Lost() <-chan struct{} {
 
 // Context returns a context derived from parent that is done when parent
 // is, when the lock is released, or when it is lost: for a watchdog
-// holder when a renewal finds it gone or the lease runs out unrenewed; for
+// holder when an extension finds it gone or the lease runs out without an extension; for
 // a holder without a watchdog also at the lease's end as the lock knows it
 // now, less a tenth for the client's clock (its deadline; a later Extend
 // does not move it: call Context again).
@@ -153,7 +153,7 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 }
 
 // Unlock releases the lock and hands it to the first live waiter. It stops
-// the watchdog first, so no renewal is sent after Unlock returns. It makes
+// the watchdog first, so no extension is sent after Unlock returns. It makes
 // its attempt even when ctx is already done, bounded by ReleaseTimeout (or
 // ctx's later deadline), so that defer l.Unlock(ctx) on a finished request
 // still frees the lock. It returns an error wrapping ErrNotHeld if the
@@ -167,9 +167,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 }
 
 // Extend sets the lock's remaining lease to ttl (0 = its current lease:
-// the TTL it was taken with, or the last Extend's), and the watchdog renews
-// with ttl from then on. A watchdog renewal sent before Extend never undoes
-// it, however late it reaches the server: renewals are numbered, and the
+// the TTL it was taken with, or the last Extend's), and the watchdog extends
+// with ttl from then on. A watchdog extension sent before Extend never undoes
+// it, however late it reaches the server: extensions are numbered, and the
 // server applies none older than one it has applied. It returns an error
 // wrapping ErrNotHeld if the lock is no longer this holder's.
 func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
@@ -233,7 +233,7 @@ func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
 // holds it, in one script, and hands it to the first live waiter (whose
 // fence is higher). It reports false if the lock was free. The old
 // holder's Unlock then returns ErrNotHeld, and its watchdog finds the lock
-// gone at its next renewal (Lost closes, its Context ends). Whatever the
+// gone at its next extension (Lost closes, its Context ends). Whatever the
 // old holder was doing is no longer guarded: use it for a holder that is
 // known to be stuck, and let the guarded resource check fences.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (bool, error) {
@@ -242,6 +242,6 @@ func (e *Engine) ForceUnlock(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	keys := lockOps.keys(obj)
-	n, err := redis.Int64(e.eval(ctx, obj, scriptLockForce, append(keys, e.keepArg, e.wakeArg)...))
+	n, err := redis.Int64(e.eval(ctx, obj, scriptLockForce, append(keys, e.retentionArg, e.wakeArg)...))
 	return n == 1, err
 }

@@ -320,7 +320,7 @@ func TestEvictionAndLocks(t *testing.T) {
 		if after := s.keys(t); !sameStrings(before, after) {
 			t.Errorf("the refused TryLock changed the keys")
 		}
-		// Renewal needs a write too; how it fares depends on the script.
+		// Extension needs a write too; how it fares depends on the script.
 		t.Logf("Extend at maxmemory: %v", first.Extend(ctx, time.Hour))
 		if err := first.Unlock(ctx); err != nil {
 			t.Errorf("Unlock at maxmemory: %v (a delete is allowed)", err)

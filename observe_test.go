@@ -114,7 +114,7 @@ func TestEvents(t *testing.T) {
 			t.Errorf("lost: %+v", ev)
 		}
 
-		// Renew failed: the watchdog's connection is refused for a while.
+		// Extend failed: the watchdog's connection is refused for a while.
 		proxy := startProxy(t, serverAddr(s), faults{})
 		pe := New(newPool(t, proxy.addr()), WithNamespace(s.ns), WithObserver(rec.observe))
 		pl, err := pe.TryLock(ctx, "flaky", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
@@ -123,12 +123,12 @@ func TestEvents(t *testing.T) {
 		}
 		proxy.refuse.Store(true)
 		proxy.cutAll()
-		if ev := rec.wait(t, EventRenewFailed, "flaky"); ev.Err == nil || ev.Fence != pl.Fence() {
-			t.Errorf("renew failed: %+v", ev)
+		if ev := rec.wait(t, EventExtendFailed, "flaky"); ev.Err == nil || ev.Fence != pl.Fence() {
+			t.Errorf("extend failed: %+v", ev)
 		}
 		proxy.refuse.Store(false)
 		if err := pl.Unlock(ctx); err != nil {
-			t.Errorf("Unlock after renewals came back: %v", err)
+			t.Errorf("Unlock after extensions came back: %v", err)
 		}
 
 		// A background error: the wake subscription cannot be made.
@@ -229,7 +229,7 @@ func TestLogger(t *testing.T) {
 		t.Errorf("levels %v: want lost at ERROR, background error at WARN", levels)
 	}
 	for msg := range levels {
-		if msg != "atomicredis: lost" && msg != "atomicredis: background error" && msg != "atomicredis: renew failed" {
+		if msg != "atomicredis: lost" && msg != "atomicredis: background error" && msg != "atomicredis: extend failed" {
 			t.Errorf("logged %q: only failures are logged", msg)
 		}
 	}
@@ -285,7 +285,7 @@ func TestForceUnlock(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		e.queueTTL = slowRenewals // the waiter must be handed the lock, not find it
+		e.queueTTL = slowExtensions // the waiter must be handed the lock, not find it
 		if ok, err := e.ForceUnlock(ctx, "stuck"); ok || err != nil {
 			t.Errorf("ForceUnlock of a free lock = %v, %v; want false", ok, err)
 		}
@@ -337,7 +337,7 @@ func TestSetSemaphoreLimit(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		e.queueTTL = slowRenewals // an admission must come by wake-up
+		e.queueTTL = slowExtensions // an admission must come by wake-up
 		var held []*Permit
 		for i := 0; i < 2; i++ {
 			p, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 2, TTL: time.Minute})
@@ -410,7 +410,7 @@ func TestSetSemaphoreLimit(t *testing.T) {
 }
 
 // Lock.Context ends when the lock is released, when a watchdog holder
-// loses it (within one renewal period), and at the lease's end without a
+// loses it (within one extension period), and at the lease's end without a
 // watchdog.
 func TestLockContext(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
@@ -439,14 +439,14 @@ func TestLockContext(t *testing.T) {
 		defer cancel2()
 		time.Sleep(2 * lease)
 		if wctx.Err() != nil {
-			t.Fatalf("a watchdog holder's context ended while renewed: %v", wctx.Err())
+			t.Fatalf("a watchdog holder's context ended while extended: %v", wctx.Err())
 		}
 		s.must(t, "DEL", s.ns+"lock:{c2}")
 		start := time.Now()
 		select {
 		case <-wctx.Done():
 			if took := time.Since(start); took > lease/3+time.Second {
-				t.Errorf("context ended %v after the loss, want within a renewal period (%v)", took, lease/3)
+				t.Errorf("context ended %v after the loss, want within an extension period (%v)", took, lease/3)
 			}
 		case <-time.After(5 * time.Second):
 			t.Fatal("a watchdog holder's context still running 5s after the lock was deleted")

@@ -50,11 +50,11 @@ func WithActivityTTL(d time.Duration) Option {
 	}
 }
 
-// WithReplicaAck makes every acquisition, extend and refresh wait until
+// WithReplicaAck makes every acquisition and extension wait until
 // replicas replicas have acknowledged it, for up to timeout: the script is
 // followed by WAIT replicas timeout on the same connection, in the same
-// round trip. With fewer acknowledgements an acquisition is undone and
-// returns an error wrapping ErrNotReplicated; Extend and Refresh keep what
+// round trip. With fewer acknowledgements an acquisition is abandoned and
+// returns an error wrapping ErrNotReplicated; Lock.Extend and Permit.Extend keep what
 // they set and return such an error too. This keeps a failover from
 // granting a lock a second time. replicas 0 turns it off (the default). A
 // negative replicas, a timeout under 1 ms with replicas > 0 (WAIT 0 would
@@ -77,7 +77,7 @@ func WithReplicaAck(replicas int, timeout time.Duration) Option {
 // WithCallTimeout bounds each round trip to Redis whose context has no
 // earlier deadline (default 5s), so that no call hangs on a server that
 // stopped answering; a wait also bounds each of its attempts by what is
-// left of it. An attempt cut off this way is undone like any other. The
+// left of it. An attempt cut off this way is abandoned like any other. The
 // wake subscription, which waits for messages, is exempt. d under 1 ms is
 // rejected: every call then returns ErrInvalid.
 func WithCallTimeout(d time.Duration) Option {
@@ -110,14 +110,14 @@ func WithFenceRetention(d time.Duration) Option {
 
 // WithObserver calls f with every Event of the engine's locks, read-write
 // locks and semaphores: acquisitions, refusals, releases, losses, failed
-// renewals and background errors. f runs on the goroutine where the event
+// extensions and background errors. f runs on the goroutine where the event
 // happened (the caller's, a watchdog's, the wake subscription's), so it
 // must be quick and must not block or call the engine.
 func WithObserver(f func(Event)) Option {
 	return func(e *Engine) { e.observer = f }
 }
 
-// WithLogger logs the engine's background failures (failed renewals, undos
+// WithLogger logs the engine's background failures (failed extensions, abandons
 // and wake-ups) at Warn and lost holdings at Error, with the object, its
 // name, the fence and the error as attributes. The engine logs nothing
 // without it.

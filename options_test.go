@@ -114,7 +114,7 @@ func validCalls() []call {
 			}
 			return err
 		}},
-		{"Permit.Refresh", func(ctx context.Context, e *Engine) error { return p.Refresh(ctx) }},
+		{"Permit.Extend", func(ctx context.Context, e *Engine) error { return p.Extend(ctx, 0) }},
 		{"Permit.Release", func(ctx context.Context, e *Engine) error { return p.Release(ctx) }},
 		{"AddRecent", func(ctx context.Context, e *Engine) error { return e.AddRecent(ctx, "c3", "Alice") }},
 		{"SuggestRecent", func(ctx context.Context, e *Engine) error { _, err := e.SuggestRecent(ctx, "c3", "al", 5); return err }},

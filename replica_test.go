@@ -44,7 +44,7 @@ func TestReplicaAckOptions(t *testing.T) {
 }
 
 // With more replicas asked for than any server here has, an acquisition is
-// granted by the script, found unreplicated, undone, and reported with
+// granted by the script, found unreplicated, abandoned, and reported with
 // ErrNotReplicated; the lock is free afterwards.
 func TestReplicaAckShortfall(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
@@ -54,7 +54,7 @@ func TestReplicaAckShortfall(t *testing.T) {
 		if !errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "of 64 replicas") {
 			t.Fatalf("TryLock: %v, want ErrNotReplicated naming the acks", err)
 		}
-		if err := e.Close(ctx); err != nil { // waits for the undo
+		if err := e.Close(ctx); err != nil { // waits for the abandon
 			t.Fatal(err)
 		}
 		if held, err := s.engine().IsLocked(ctx, "short"); err != nil || held {
@@ -87,9 +87,9 @@ func startReplicated(t *testing.T) (primary, replica *server) {
 }
 
 // On a primary with one replica: WithReplicaAck(1, ...) acquires, extends
-// and refreshes, each acknowledged, and the replica has the lock when the
+// and extends, each acknowledged, and the replica has the lock when the
 // call returns; WithReplicaAck(2, ...) gets ErrNotReplicated and leaves the
-// lock free. With the replica gone, Extend and Refresh keep what they set
+// lock free. With the replica gone, Lock.Extend and Permit.Extend keep what they set
 // and say ErrNotReplicated.
 func TestReplicaAck(t *testing.T) {
 	testserver.Parallel(t)
@@ -111,8 +111,8 @@ func TestReplicaAck(t *testing.T) {
 	if err != nil {
 		t.Fatalf("AcquireSemaphore, acked: %v", err)
 	}
-	if err := p.Refresh(ctx); err != nil {
-		t.Errorf("Refresh, acked: %v", err)
+	if err := p.Extend(ctx, 0); err != nil {
+		t.Errorf("Extend, acked: %v", err)
 	}
 
 	two := primary.engine(WithReplicaAck(2, 100*time.Millisecond))
@@ -143,11 +143,11 @@ func TestReplicaAck(t *testing.T) {
 	}
 	before, _ := p.TTL(ctx)
 	time.Sleep(20 * time.Millisecond)
-	if err := p.Refresh(ctx); !errors.Is(err, ErrNotReplicated) {
-		t.Errorf("Refresh without a replica: %v, want ErrNotReplicated", err)
+	if err := p.Extend(ctx, 0); !errors.Is(err, ErrNotReplicated) {
+		t.Errorf("Extend without a replica: %v, want ErrNotReplicated", err)
 	}
 	if after, err := p.TTL(ctx); err != nil || after <= before {
-		t.Errorf("permit TTL %v before an unreplicated Refresh, %v (%v) after; want it refreshed", before, after, err)
+		t.Errorf("permit TTL %v before an unreplicated Extend, %v (%v) after; want it extended", before, after, err)
 	}
 	if _, err := one.TryLock(ctx, "lonely", LockOptions{}); !errors.Is(err, ErrNotReplicated) {
 		t.Errorf("TryLock without a replica: %v, want ErrNotReplicated", err)

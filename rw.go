@@ -9,7 +9,7 @@ import (
 // same queue as locks; every hold is a *Lock with a lease of its own
 
 // rwOps: the holds' lease deadlines (zset token -> server ms), their
-// fences and renewal numbers (hash token -> "fence seq"), the fence
+// fences and extension numbers (hash token -> "fence seq"), the fence
 // counter, the queue and its waiters.
 var rwOps = &holdOps{kind: kindRW, suffixes: []string{"", ":holds", ":fence", ":queue", ":waiters"},
 	extendKeys: 2, pttlKeys: 1, acquire: scriptRWAcquire, abandon: scriptRWAbandon,

@@ -154,7 +154,7 @@ func TestRWPerHoldLease(t *testing.T) {
 			t.Fatalf("TryWLock once every reader's lease ran out: %v", err)
 		}
 
-		// Renewals are numbered per hold: one older than one applied
+		// Extensions are numbered per hold: one older than one applied
 		// changes nothing (as lock_extend).
 		c := s.pool.Get()
 		defer c.Close()
@@ -166,25 +166,25 @@ func TestRWPerHoldLease(t *testing.T) {
 			return n
 		}
 		if n := ext(time.Hour.Milliseconds(), 5); n != 1 {
-			t.Errorf("renewal 5: %d, want 1", n)
+			t.Errorf("extension 5: %d, want 1", n)
 		}
 		if n := ext(100, 4); n != 2 {
-			t.Errorf("renewal 4 after 5: %d, want 2 (stale)", n)
+			t.Errorf("extension 4 after 5: %d, want 2 (stale)", n)
 		}
 		if ttl, err := w.TTL(ctx); err != nil || ttl < 50*time.Minute {
-			t.Errorf("TTL after a stale renewal %v, %v: want the hour", ttl, err)
+			t.Errorf("TTL after a stale extension %v, %v: want the hour", ttl, err)
 		}
 		if n := ext(100, 6); n != 1 {
-			t.Errorf("renewal 6: %d, want 1", n)
+			t.Errorf("extension 6: %d, want 1", n)
 		}
 		if n, _ := redis.Int64(scriptRWExtend.Do(c, s.rwKey("lease", ""), s.rwKey("lease", ":holds"), "r-nobody", 100, 9)); n != 0 {
-			t.Errorf("renewal of a token that holds nothing: %d, want 0", n)
+			t.Errorf("extension of a token that holds nothing: %d, want 0", n)
 		}
 	})
 }
 
-// A watchdog renews its own hold only: a dead reader beside a watched one
-// lapses (Redisson PR #7098 renewed other instances' dead read holds).
+// A watchdog extends its own hold only: a dead reader beside a watched one
+// lapses (Redisson PR #7098 extended other instances' dead read holds).
 func TestRWWatchdogPerHold(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
@@ -206,7 +206,7 @@ func TestRWWatchdogPerHold(t *testing.T) {
 		}
 		select {
 		case <-watched.Lost():
-			t.Error("Lost closed while the watchdog renewed")
+			t.Error("Lost closed while the watchdog extended")
 		default:
 		}
 		if err := watched.Unlock(ctx); err != nil {
@@ -411,7 +411,7 @@ func TestRWHandoffRun(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		e.queueTTL = 3 * time.Second // renewals every second: a handoff must not wait for them
+		e.queueTTL = 3 * time.Second // extensions every second: a handoff must not wait for them
 		w1, err := e.TryWLock(ctx, "run", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -445,7 +445,7 @@ func TestRWHandoffRun(t *testing.T) {
 		}
 		holds := make([]*Lock, len(modes))
 		// admitted waits for the waiters in want to be let in, promptly (well
-		// within a renewal period), and checks that nobody else was.
+		// within an extension period), and checks that nobody else was.
 		admitted := func(step string, want ...int) {
 			t.Helper()
 			for _, i := range want {
@@ -470,7 +470,7 @@ func TestRWHandoffRun(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The release script itself admitted the run: the server shows its
-		// three holds before any waiter could have renewed.
+		// three holds before any waiter could have extended.
 		if n, _ := redis.Int(s.do("ZCARD", s.rwKey("run", ""))); n != 3 {
 			t.Errorf("holds right after the writer's Unlock: %d, want the 3 readers at the head", n)
 		}
@@ -521,7 +521,7 @@ func TestRWDeadReader(t *testing.T) {
 		if _, err := dead.TryRLock(ctx, "dr", LockOptions{TTL: lease, Watchdog: true}); err != nil {
 			t.Fatal(err)
 		}
-		if err := dead.Close(ctx); err != nil { // the process dies: nothing renews the hold
+		if err := dead.Close(ctx); err != nil { // the process dies: nothing extends the hold
 			t.Fatal(err)
 		}
 		deadPool.Close()
@@ -750,7 +750,7 @@ func TestRWCutOff(t *testing.T) {
 				return l.Unlock, nil
 			})
 		}
-		if err := e.Close(context.Background()); err != nil { // wait for the undos
+		if err := e.Close(context.Background()); err != nil { // wait for the abandons
 			t.Fatal(err)
 		}
 		ctx, handed := ctxT(t), 0
@@ -793,12 +793,12 @@ func TestRWCutOff(t *testing.T) {
 }
 
 // A writer that gives up waiting lets in the readers queued behind it at
-// once (its abandon script admits them), not at their next renewal.
+// once (its abandon script admits them), not at their next extension.
 func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		e.queueTTL = 3 * time.Second // renewals every second
+		e.queueTTL = 3 * time.Second // extensions every second
 		r0, err := e.TryRLock(ctx, "aw", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)

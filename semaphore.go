@@ -18,7 +18,7 @@ type SemaphoreOptions struct {
 	Limit    int           // permits that may be held at once; 0 = the stored limit
 	TTL      time.Duration // permit timeout; 0 = 10s
 	Wait     time.Duration // how long AcquireSemaphore waits; 0 = 10s (TryAcquireSemaphore never waits)
-	Watchdog bool          // refresh the permit every TTL/3 until Release or loss
+	Watchdog bool          // extend the permit every TTL/3 until Release or loss
 }
 
 // Permit is one held permit of a counting semaphore. Its methods are safe
@@ -30,10 +30,10 @@ type Permit struct{ holding }
 // counter, the stored limit, the queue and its waiters.
 var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter", ":limit", ":queue", ":waiters"},
 	extendKeys: 6, pttlKeys: 2, acquire: scriptSemAcquire, abandon: scriptSemAbandon,
-	release: scriptSemRelease, extend: scriptSemRefresh, pttl: scriptSemPTTL}
+	release: scriptSemRelease, extend: scriptSemExtend, pttl: scriptSemPTTL}
 
 // AcquireSemaphore takes one permit of the named semaphore, for o.TTL
-// (default 10s) unless refreshed, waiting up to o.Wait (default 10s) for
+// (default 10s) unless extended, waiting up to o.Wait (default 10s) for
 // one to come free. Waiters queue in arrival order and are handed permits
 // as Lock's waiters are handed the lock. Errors are as Lock's: one
 // wrapping ErrNotAcquired if no permit was the caller's in time. Permits
@@ -97,7 +97,7 @@ func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error)
 		return 0, err
 	}
 	keys := semOps.keys(obj)
-	n, err := redis.Int(e.eval(ctx, obj, scriptSemHolders, append(keys, e.keepArg, e.wakeArg)...))
+	n, err := redis.Int(e.eval(ctx, obj, scriptSemHolders, append(keys, e.retentionArg, e.wakeArg)...))
 	return n, err
 }
 
@@ -142,7 +142,7 @@ func (e *Engine) SetSemaphoreLimit(ctx context.Context, name string, limit int) 
 		return obj.errorf("limit %d: must be at least 1: %w", limit, ErrInvalid)
 	}
 	keys := semOps.keys(obj)
-	_, err = e.eval(ctx, obj, scriptSemLimit, append(keys, limit, e.keepArg, e.wakeArg)...)
+	_, err = e.eval(ctx, obj, scriptSemLimit, append(keys, limit, e.retentionArg, e.wakeArg)...)
 	return err
 }
 
@@ -159,14 +159,16 @@ func (p *Permit) Release(ctx context.Context) error {
 	return p.release(ctx)
 }
 
-// Refresh restarts the permit's timeout (its TTL from now). It returns an
-// error wrapping ErrNotHeld if the permit had already been released or
-// timed out; it never brings such a permit back.
-func (p *Permit) Refresh(ctx context.Context) error {
+// Extend sets the permit's remaining time to ttl (0 = its current TTL:
+// the one it was taken with, or the last Extend's), and the watchdog
+// extends it by ttl from then on, as Lock.Extend. It returns an error
+// wrapping ErrNotHeld if the permit had already been released or timed
+// out; it never brings such a permit back.
+func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
 	if p == nil {
 		return errNilPermit
 	}
-	return p.extend(ctx, 0)
+	return p.extend(ctx, ttl)
 }
 
 // TTL returns the time left before the permit times out, as the server

@@ -48,8 +48,8 @@ func TestSemaphoreExpiryExact(t *testing.T) {
 	if n := holders(); n != 0 {
 		t.Errorf("at the 3s deadline: %d holders", n)
 	}
-	if err := long.Refresh(ctx); !errors.Is(err, ErrNotHeld) {
-		t.Errorf("Refresh of a timed-out permit: %v", err)
+	if err := long.Extend(ctx, 0); !errors.Is(err, ErrNotHeld) {
+		t.Errorf("Extend of a timed-out permit: %v", err)
 	}
 	if ks := s.keys(t); !sameStrings(ks, []string{s.ns + "sem:{exp}:counter"}) {
 		t.Errorf("keys left: %q", ks)
@@ -81,7 +81,7 @@ func TestSemaphoreCutOff(t *testing.T) {
 			}
 			return p.Release, nil
 		})
-		if err := e.Close(context.Background()); err != nil { // wait for the undos
+		if err := e.Close(context.Background()); err != nil { // wait for the abandons
 			t.Fatal(err)
 		}
 		if n, err := e.SemaphoreHolders(context.Background(), "cut"); n != 0 || err != nil {

@@ -18,7 +18,7 @@ import (
 
 const (
 	// defaultQueueTTL is how long a waiter's queue entry lives unless
-	// renewed; a waiter renews it three times as often. A waiter that died
+	// extended; a waiter extends it three times as often. A waiter that died
 	// costs the others at most this long.
 	defaultQueueTTL = time.Second
 	// subscriptionTimeout is how long the wake subscription may stay
@@ -33,9 +33,9 @@ const (
 
 // subscriptionBudget is how many connections an engine's waiting may hold
 // blocked: half of a *redis.Pool's MaxActive (so that holders can always
-// reach the server to unlock and renew), else 64. It needs one; with a
+// reach the server to unlock and extend), else 64. It needs one; with a
 // pool of MaxActive 1 it has none, and waiters learn of a handoff when
-// they renew, a third of the queue TTL late.
+// they extend, a third of the queue TTL late.
 func subscriptionBudget(pool Pool) int {
 	if p, ok := pool.(*redis.Pool); ok && p.MaxActive > 0 {
 		return p.MaxActive / 2
@@ -51,7 +51,7 @@ func subscriptionBudget(pool Pool) int {
 // waiters, and a little longer, on one connection whatever the number of
 // names they wait on (on a cluster, a publish reaches every node, so one
 // subscription anywhere hears all). Messages can be lost (pub/sub is at
-// most once): a waiter also renews its queue entry, which picks up what it
+// most once): a waiter also extends its queue entry, which picks up what it
 // was handed, and after every (re)subscription every waiter looks at once.
 type waker struct {
 	e       *Engine

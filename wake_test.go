@@ -14,21 +14,21 @@ import (
 
 // Waking waiters: one subscription per engine carries the grant, a handed
 // lock runs only to its waiter's entry deadline until confirmed, and
-// renewals are the safety net. Where a test must tell a wake-up from a
-// renewal, its engine renews rarely (a long queue TTL), so that only a
+// extensions are the safety net. Where a test must tell a wake-up from a
+// extension, its engine extends rarely (a long queue TTL), so that only a
 // wake-up can be in time.
 
-// slowRenewals is a queue TTL whose renewals (a third of it) come too late
+// slowExtensions is a queue TTL whose extensions (a third of it) come too late
 // for any bound these tests set on a wake-up.
-const slowRenewals = 30 * time.Second
+const slowExtensions = 30 * time.Second
 
 // proxiedWaiter is an engine whose connections, its wake subscription's
-// among them, go through a fault proxy the test can cut, with renewals too
+// among them, go through a fault proxy the test can cut, with extensions too
 // slow to stand in for a lost wake-up.
 func proxiedWaiter(t *testing.T, s *server) (*Engine, *faultProxy) {
 	proxy := startProxy(t, serverAddr(s), faults{})
 	w := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
-	w.queueTTL = slowRenewals
+	w.queueTTL = slowExtensions
 	return w, proxy
 }
 
@@ -42,7 +42,7 @@ func needsOneAddress(t *testing.T, s *server) {
 }
 
 // rawWaiter queues token on a lock with the acquire script, as a waiter
-// of an engine named id that never renews (it may as well be dead).
+// of an engine named id that never extends (it may as well be dead).
 func (s *server) rawWaiter(t *testing.T, name, token, id string, entry time.Duration) {
 	t.Helper()
 	k := func(suffix string) any { return s.ns + "lock:{" + name + "}" + suffix }
@@ -86,7 +86,7 @@ func (s *server) waitSubscribed(t *testing.T, e *Engine) {
 
 // 100 names, one waiter each, in one engine whose pool has 16 connections:
 // waiting takes one subscription, whatever the number of names; every
-// waiter is woken by its handoff (renewals are far too slow to be in
+// waiter is woken by its handoff (extensions are far too slow to be in
 // time); the subscription ends once nobody waits.
 func TestOneSubscriptionPerEngine(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
@@ -96,7 +96,7 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 		pool := &redis.Pool{MaxActive: 16, MaxIdle: 16, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
 		t.Cleanup(func() { pool.Close() })
 		w := New(pool, WithNamespace(s.ns))
-		w.queueTTL, w.subIdle = slowRenewals, 100*time.Millisecond
+		w.queueTTL, w.subIdle = slowExtensions, 100*time.Millisecond
 		holders := s.engine()
 		const names = 100
 		held := make([]*Lock, names)
@@ -156,7 +156,7 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 			}
 		}
 		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
-		t.Logf("%s: from release to the waiter's return over %d names: p50 %v, max %v; renewals come every %v",
+		t.Logf("%s: from release to the waiter's return over %d names: p50 %v, max %v; extensions come every %v",
 			s.name, names, lags[names/2], lags[names-1], w.queueTTL/3)
 		if lags[names-1] > 3*time.Second {
 			t.Errorf("slowest waiter woke %v after its release: a wake-up was lost or never sent", lags[names-1])
@@ -188,7 +188,7 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 			t.Run(kind, func(t *testing.T) {
 				pool := &countingGets{Pool: s.pool}
 				w := New(pool, WithNamespace(s.ns))
-				w.queueTTL = slowRenewals
+				w.queueTTL = slowExtensions
 				holders := s.engine()
 				var release func() error
 				var take func() (func() error, func(context.Context) (time.Duration, error), error)
@@ -261,8 +261,8 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 				}
 				// Handed over: the lease is the queue entry's until confirmed.
 				if kind == "lock" {
-					if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{rt}")); pttl <= 0 || pttl > slowRenewals.Milliseconds() {
-						t.Errorf("handed-over lease PTTL %d ms, want at most the queue entry's %v", pttl, slowRenewals)
+					if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{rt}")); pttl <= 0 || pttl > slowExtensions.Milliseconds() {
+						t.Errorf("handed-over lease PTTL %d ms, want at most the queue entry's %v", pttl, slowExtensions)
 					}
 				}
 				if ttl, err := g.ttl(ctx); err != nil || ttl < 59*time.Second {
@@ -327,7 +327,7 @@ func TestUnconfirmedHandoffLapses(t *testing.T) {
 }
 
 // A waiter whose holder keeps the lock for several queue-entry lifetimes
-// stays queued (its renewals extend its entry) and keeps its place.
+// stays queued (its extensions extend its entry) and keeps its place.
 func TestWaitersOutliveTheirEntries(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
@@ -352,7 +352,7 @@ func TestWaitersOutliveTheirEntries(t *testing.T) {
 		}
 		for end := time.Now().Add(5 * testQueueTTL); time.Now().Before(end); time.Sleep(testQueueTTL / 3) {
 			if n := s.liveWaiters(t, "lock:{long}:waiters"); n != 2 {
-				t.Fatalf("%d live queue entries while two wait, want 2: renewals do not keep entries alive", n)
+				t.Fatalf("%d live queue entries while two wait, want 2: extensions do not keep entries alive", n)
 			}
 		}
 		if err := holder.Unlock(ctx); err != nil {
@@ -422,7 +422,7 @@ func TestAbandonPassesTheLockOn(t *testing.T) {
 		needsOneAddress(t, s)
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		e.queueTTL = slowRenewals
+		e.queueTTL = slowExtensions
 		holder, err := e.TryLock(ctx, "ab", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -467,7 +467,7 @@ func TestAbandonPassesTheLockOn(t *testing.T) {
 
 // The subscription connection dies while a handoff is published: the
 // wake-up is lost, and after resubscribing every waiter looks at once, long
-// before its next renewal.
+// before its next extension.
 func TestResubscriptionLooksAgain(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		needsOneAddress(t, s)
@@ -526,7 +526,7 @@ func TestResubscriptionLooksAgain(t *testing.T) {
 			case at := <-got:
 				slowest = max(slowest, at.Sub(back))
 			case <-time.After(5 * time.Second):
-				t.Fatalf("%d of %d waiters still waiting 5s after the subscription could come back; renewals come every %v", n-i, n, w.queueTTL/3)
+				t.Fatalf("%d of %d waiters still waiting 5s after the subscription could come back; extensions come every %v", n-i, n, w.queueTTL/3)
 			}
 		}
 		t.Logf("%s: %d waiters whose wake-ups were lost got their locks within %v of the server taking connections again", s.name, n, slowest)
@@ -640,8 +640,8 @@ func TestLateConfirmationIsALoss(t *testing.T) {
 			l.mu.Lock()
 			handed := !l.confirmed
 			l.mu.Unlock()
-			if !handed { // a renewal in flight picked the lock up whole: no confirmation to delay
-				t.Logf("try %d: the waiter picked the lock up by a renewal; again", try)
+			if !handed { // an extension in flight picked the lock up whole: no confirmation to delay
+				t.Logf("try %d: the waiter picked the lock up by an extension; again", try)
 				l.Unlock(ctx)
 				(<-second).Unlock(ctx)
 				late.Close(ctx)
@@ -689,7 +689,7 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 		needsOneAddress(t, s)
 		s.realtime(t)
 		ctx, e := ctxT(t), s.engine()
-		e.queueTTL = slowRenewals
+		e.queueTTL = slowExtensions
 		holder, err := e.TryLock(ctx, "sk", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -714,7 +714,7 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 			t.Logf("%s: the live waiter behind a lapsed entry was woken %v after the release", s.name, time.Since(start))
 			l.Unlock(ctx)
 		case <-time.After(5 * time.Second):
-			t.Fatalf("the live waiter behind a lapsed entry was not woken within 5s of the release (renewals every %v)", e.queueTTL/3)
+			t.Fatalf("the live waiter behind a lapsed entry was not woken within 5s of the release (extensions every %v)", e.queueTTL/3)
 		}
 	})
 }

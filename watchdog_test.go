@@ -1,6 +1,6 @@
 package atomicredis
 
-// The watchdog's end: Unlock stops it before it returns. Its renewals are
+// The watchdog's end: Unlock stops it before it returns. Its extensions are
 // tested with the locks (engine_test.go).
 
 import (
@@ -9,8 +9,8 @@ import (
 )
 
 // Unlock stops the watchdog itself, before it returns: the goroutine is
-// gone at once (not at its next wake-up, when a renewal would find the lock
-// gone) and no renewal is sent afterwards.
+// gone at once (not at its next wake-up, when an extension would find the lock
+// gone) and no extension is sent afterwards.
 func TestUnlockStopsWatchdog(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		s.realtime(t)
@@ -34,7 +34,7 @@ func TestUnlockStopsWatchdog(t *testing.T) {
 		}
 		waitWatchdogs(t, 0)
 
-		// A 300ms lease renews every 100ms: after Unlock, nothing is sent.
+		// A 300ms lease extends every 100ms: after Unlock, nothing is sent.
 		short, err := e.TryLock(ctx, "short", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
 		if err != nil {
 			t.Fatal(err)
@@ -42,20 +42,20 @@ func TestUnlockStopsWatchdog(t *testing.T) {
 		taken := pool.gets.Load()
 		for deadline := time.Now().Add(2 * time.Second); pool.gets.Load() == taken; time.Sleep(time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatal("no renewal in 2s (one is due every 100ms): the watchdog is not running, the test is blind")
+				t.Fatal("no extension in 2s (one is due every 100ms): the watchdog is not running, the test is blind")
 			}
 		}
 		if err := short.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		unlocked := pool.gets.Load()
-		time.Sleep(400 * time.Millisecond) // four renewal periods
+		time.Sleep(400 * time.Millisecond) // four extension periods
 		if n := pool.gets.Load() - unlocked; n != 0 {
 			t.Errorf("%d calls sent after Unlock returned, want none", n)
 		}
 		waitWatchdogs(t, 0)
 
-		// A new holder's short lease runs out on time: nothing renews it.
+		// A new holder's short lease runs out on time: nothing extends it.
 		next, err := e.TryLock(ctx, "short", LockOptions{TTL: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)

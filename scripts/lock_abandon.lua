@@ -1,10 +1,10 @@
--- lock_abandon: undo an acquire or a wait whose caller gave up. The lock
+-- lock_abandon: abandon an acquire or a wait whose caller gave up. The lock
 -- may have been taken or handed to the caller (then pass it on), the caller
 -- may be queued (then leave), and a call of the caller's may still be on
 -- its way on another connection (so void the token: it takes nothing and
 -- queues nowhere when it lands).
 -- KEYS as lock_acquire: KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue,
--- KEYS[4] waiters, KEYS[5] the token's void mark
+-- KEYS[4] waiters, KEYS[5] the token's abandon mark
 -- ARGV[1] token, ARGV[2] ms a late call could still act for (the longer of
 -- the lease and the queue entry's lifetime), ARGV[3] fence retention in
 -- ms, ARGV[4] wake channel prefix

@@ -1,9 +1,9 @@
 -- lock_acquire: take the lock if it is free and no live waiter is queued
--- ahead of the caller; otherwise, in wait mode, queue (or renew the
+-- ahead of the caller; otherwise, in wait mode, queue (or extend the
 -- caller's queue entry). A waiter the lock was handed to picks it up here
 -- if its wake-up did not reach it.
 -- KEYS[1] lock (hash: token, seq, fence), KEYS[2] fence counter, KEYS[3]
--- queue, KEYS[4] waiters, KEYS[5] this token's void mark (set by
+-- queue, KEYS[4] waiters, KEYS[5] this token's abandon mark (set by
 -- lock_abandon when the caller gave up)
 -- ARGV[1] token, ARGV[2] mode: 0 one try, 1 wait, 2 wait and the caller
 -- believes it is queued, ARGV[3] queue entry lifetime in ms, ARGV[4] lease

@@ -1,17 +1,17 @@
 -- lock_extend: give the caller's lock a new lease, only if it still holds it
--- and no later renewal of its own has landed first. It also confirms a
+-- and no later extension of its own has landed first. It also confirms a
 -- lock handed over to a waiter, whose lease ran only to the end of its
 -- queue entry.
 -- KEYS[1] lock key
--- ARGV[1] token, ARGV[2] new lease in ms, ARGV[3] the renewal's sequence
--- number (the holder numbers its renewals 1, 2, 3, ... as it sends them)
--- reply: 1 if extended; 2 if held but this renewal is older than one
+-- ARGV[1] token, ARGV[2] new lease in ms, ARGV[3] the extension's sequence
+-- number (the holder numbers its extensions 1, 2, 3, ... as it sends them)
+-- reply: 1 if extended; 2 if held but this extension is older than one
 -- already applied (it changes nothing); 0 if the caller no longer holds
 -- the lock.
 --
--- The sequence is what lets Extend win against a watchdog renewal sent
+-- The sequence is what lets Extend win against a watchdog extension sent
 -- before it but delayed in the network: whichever lands last, the server
--- keeps the lease of the renewal sent last.
+-- keeps the lease of the extension sent last.
 local holder = redis.call('HMGET', KEYS[1], 'token', 'seq')
 if holder[1] ~= ARGV[1] then
   return 0
@@ -20,7 +20,7 @@ if tonumber(holder[2]) >= tonumber(ARGV[3]) then
   return 2
 end
 -- PEXPIRE first: it is not refused at maxmemory, and once a script has
--- written Redis lets it finish, so a holder can renew under noeviction.
+-- written Redis lets it finish, so a holder can extend under noeviction.
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[1], 'seq', ARGV[3])
 return 1

@@ -1,10 +1,10 @@
--- rw_abandon: undo an acquire or a wait whose caller gave up. A hold may
+-- rw_abandon: abandon an acquire or a wait whose caller gave up. A hold may
 -- have been granted or handed to it (give it back), it may be queued
 -- (leave: a writer leaving may let the readers behind it in), and a call
 -- of its may still be on its way on another connection (void the token, so
 -- it takes nothing and queues nowhere when it lands).
 -- KEYS as rw_acquire: KEYS[1] leases, KEYS[2] holds, KEYS[3] fence counter,
--- KEYS[4] queue, KEYS[5] waiters, KEYS[6] the token's void mark
+-- KEYS[4] queue, KEYS[5] waiters, KEYS[6] the token's abandon mark
 -- ARGV[1] token, ARGV[2] ms a late call could still act for (the longer of
 -- the lease and the queue entry's lifetime), ARGV[3] fence retention in
 -- ms, ARGV[4] wake channel prefix

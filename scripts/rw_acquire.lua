@@ -1,11 +1,11 @@
 -- rw_acquire: take a read or a write hold of a read-write lock if the holds
 -- allow it and no live waiter is queued ahead of the caller; otherwise, in
--- wait mode, queue (or renew the caller's queue entry). Waiters the lock
+-- wait mode, queue (or extend the caller's queue entry). Waiters the lock
 -- can go to are admitted first, in order. A waiter handed a hold picks it
 -- up here if its wake-up did not reach it.
 -- KEYS[1] leases (zset token -> lease deadline, server ms), KEYS[2] holds
 -- (hash, see lib/rw.lua), KEYS[3] fence counter, KEYS[4] queue, KEYS[5]
--- waiters, KEYS[6] this token's void mark (set by rw_abandon when the
+-- waiters, KEYS[6] this token's abandon mark (set by rw_abandon when the
 -- caller gave up)
 -- ARGV[1] token ("r-..." a reader, "w-..." a writer), ARGV[2] mode: 0 one
 -- try, 1 wait, 2 wait and the caller believes it is queued, ARGV[3] queue

@@ -1,11 +1,11 @@
--- semaphore_abandon: undo an acquire or a wait whose caller gave up. A
+-- semaphore_abandon: abandon an acquire or a wait whose caller gave up. A
 -- permit may have been granted or handed to it (give it back, and its slot
 -- to the next waiter), it may be queued (leave), and a call of its may
 -- still be on its way on another connection (void the token, so it takes
 -- nothing and queues nowhere when it lands).
 -- KEYS as semaphore_acquire: KEYS[1] timeouts, KEYS[2] owner, KEYS[3]
 -- counter, KEYS[4] limit, KEYS[5] queue, KEYS[6] waiters, KEYS[7] the
--- token's void mark
+-- token's abandon mark
 -- ARGV[1] id, ARGV[2] ms a late call could still act for, ARGV[3] fence
 -- retention in ms, ARGV[4] wake channel prefix
 -- reply: 1 if a permit was given back, 0 otherwise.

@@ -1,11 +1,11 @@
 -- semaphore_acquire: the book's fair semaphore (listing 6.14), whole, in one
 -- script: purge timed-out permits, rank by a shared counter, admit if a
 -- slot is free and no live waiter is queued ahead; otherwise, in wait mode,
--- queue (or renew the caller's entry). A waiter handed a permit picks it
+-- queue (or extend the caller's entry). A waiter handed a permit picks it
 -- up here if its wake-up did not reach it.
 -- KEYS[1] timeouts (zset id -> deadline ms), KEYS[2] owner (zset id ->
 -- counter), KEYS[3] counter, KEYS[4] the stored limit, KEYS[5] queue,
--- KEYS[6] waiters, KEYS[7] this token's void mark
+-- KEYS[6] waiters, KEYS[7] this token's abandon mark
 -- ARGV[1] id (the permit's token), ARGV[2] mode: 0 one try, 1 wait, 2 wait and
 -- the caller believes it is queued,
 -- ARGV[3] queue entry lifetime in ms, ARGV[4] TTL in ms, ARGV[5] fence

@@ -236,8 +236,8 @@ func lockContext(t *testing.T, s *server) {
 }
 
 // settle waits for what an engine still does in the background (the
-// undos of calls cut off by their context) when it offers Close(ctx) to
-// wait for that; an engine without one undoes before the call returns.
+// abandons of calls cut off by their context) when it offers Close(ctx) to
+// wait for that; an engine without one abandons it before the call returns.
 func settle(t testing.TB, e *atomicredis.Engine) {
 	t.Helper()
 	if c, ok := any(e).(interface{ Close(context.Context) error }); ok {
@@ -247,7 +247,7 @@ func settle(t testing.TB, e *atomicredis.Engine) {
 	}
 }
 
-// The watchdog keeps a lock past several leases, and nothing renews it
+// The watchdog keeps a lock past several leases, and nothing extends it
 // after Unlock: a new holder's lease is left alone.
 func watchdogKeepsLock(t *testing.T, s *server) {
 	s.realtime(t)
@@ -274,7 +274,7 @@ func watchdogKeepsLock(t *testing.T, s *server) {
 	}
 	time.Sleep(400 * time.Millisecond)
 	if held, err := n.Held(ctx); held || err != nil {
-		t.Errorf("the new holder's lock outlived its 200ms lease (Held %v, %v): something renewed it", held, err)
+		t.Errorf("the new holder's lock outlived its 200ms lease (Held %v, %v): something extended it", held, err)
 	}
 }
 

@@ -27,8 +27,9 @@ var badNames = []string{"", "a{b", "a}b", "{x}"}
 // invalidCalls is every public method with every invalid argument, each
 // row named "Method: case" ("Lock.Method: case" for a method of *Lock), so
 // that TestInvalidCallsCoverTheAPI can hold the table against the method
-// sets. held is a lock the caller holds, for the methods of *Lock.
-func invalidCalls(held *atomicredis.Lock) []engineCall {
+// sets. held is a lock and permit a permit the caller holds, for the
+// methods of *Lock and *Permit.
+func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCall {
 	type E = atomicredis.Engine
 	type C = context.Context
 	var calls []engineCall
@@ -96,6 +97,7 @@ func invalidCalls(held *atomicredis.Lock) []engineCall {
 	names("SemaphoreInfo", func(ctx C, e *E, name string) error { _, err := e.SemaphoreInfo(ctx, name); return err })
 	names("SetSemaphoreLimit", func(ctx C, e *E, name string) error { return e.SetSemaphoreLimit(ctx, name, 2) })
 	counts("SetSemaphoreLimit: limit", func(ctx C, e *E, n int) error { return e.SetSemaphoreLimit(ctx, "s", n) })
+	durations("Permit.Extend: duration", func(ctx C, e *E, d time.Duration) error { return permit.Extend(ctx, d) })
 
 	names("AddRecent", func(ctx C, e *E, name string) error { return e.AddRecent(ctx, name, "x") })
 	add("AddRecent: empty item", func(ctx C, e *E) error { return e.AddRecent(ctx, "l", "") })
@@ -148,8 +150,12 @@ func badInputWritesNothing(t *testing.T, s *server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	permit, err := e.TryAcquireSemaphore(ctx, "held", semOpts{Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := s.snapshot(t)
-	for _, c := range invalidCalls(held) {
+	for _, c := range invalidCalls(held, permit) {
 		err := c.run(ctx, e)
 		if !errors.Is(err, atomicredis.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)
@@ -230,7 +236,7 @@ func wrongType(t *testing.T, s *server) {
 	s.must(t, "DEL", s.ns+"sem:{pw}:owner")
 	s.must(t, "RPUSH", s.ns+"sem:{pw}:owner", "x")
 	before := s.snapshot(t)
-	for name, err := range map[string]error{"Release": p.Release(ctx), "Refresh": p.Refresh(ctx)} {
+	for name, err := range map[string]error{"Release": p.Release(ctx), "Extend": p.Extend(ctx, 0)} {
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Errorf("Permit.%s with a list owner set: %v", name, err)
 		}

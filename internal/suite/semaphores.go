@@ -77,12 +77,12 @@ func semaphoreTimeout(t *testing.T, s *server) {
 		t.Fatal(err)
 	}
 	s.advance(80 * time.Millisecond)
-	if err := p.Refresh(ctx); !errors.Is(err, atomicredis.ErrNotHeld) {
-		t.Errorf("Refresh after the TTL: %v", err)
+	if err := p.Extend(ctx, 0); !errors.Is(err, atomicredis.ErrNotHeld) {
+		t.Errorf("Extend after the TTL: %v", err)
 	}
-	// A failed Refresh must not bring the permit back (the book's does).
+	// A failed Extend must not bring the permit back (the book's does).
 	if n, err := e.SemaphoreHolders(ctx, "to"); n != 0 || err != nil {
-		t.Errorf("holders %d, %v after a failed Refresh", n, err)
+		t.Errorf("holders %d, %v after a failed Extend", n, err)
 	}
 	for _, k := range []string{s.ns + "sem:{to}", s.ns + "sem:{to}:owner"} {
 		if v, err := s.do("ZSCORE", k, p.Token()); v != nil || err != nil {
@@ -97,7 +97,7 @@ func semaphoreTimeout(t *testing.T, s *server) {
 	}
 }
 
-func semaphoreRefreshKeepsPermit(t *testing.T, s *server) {
+func semaphoreExtendKeepsPermit(t *testing.T, s *server) {
 	ctx, e := ctxT(t), s.engine()
 	p, err := e.TryAcquireSemaphore(ctx, "rf", semOpts{Limit: 1, TTL: 100 * time.Millisecond})
 	if err != nil {
@@ -105,15 +105,15 @@ func semaphoreRefreshKeepsPermit(t *testing.T, s *server) {
 	}
 	for i := 0; i < 10; i++ { // 600ms: six TTLs
 		s.advance(60 * time.Millisecond)
-		if err := p.Refresh(ctx); err != nil {
-			t.Fatalf("Refresh %d: %v", i, err)
+		if err := p.Extend(ctx, 0); err != nil {
+			t.Fatalf("Extend %d: %v", i, err)
 		}
 	}
 	if n, err := e.SemaphoreHolders(ctx, "rf"); n != 1 || err != nil {
-		t.Errorf("holders %d, %v after refreshing", n, err)
+		t.Errorf("holders %d, %v after extending", n, err)
 	}
 	if _, err := e.TryAcquireSemaphore(ctx, "rf", semOpts{Limit: 1}); !errors.Is(err, atomicredis.ErrNotAcquired) {
-		t.Errorf("a refreshed permit's slot was given away: %v", err)
+		t.Errorf("an extended permit's slot was given away: %v", err)
 	}
 	if err := p.Release(ctx); err != nil {
 		t.Error(err)

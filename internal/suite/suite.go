@@ -66,7 +66,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"LockMutualExclusion", lockMutualExclusion},
 		{"SemaphoreLimit", semaphoreLimit},
 		{"SemaphoreTimeout", semaphoreTimeout},
-		{"SemaphoreRefreshKeepsPermit", semaphoreRefreshKeepsPermit},
+		{"SemaphoreExtendKeepsPermit", semaphoreExtendKeepsPermit},
 		{"SemaphoreWait", semaphoreWait},
 		{"SemaphoreAdmission", semaphoreAdmission},
 		{"RecentList", recentList},

@@ -11,7 +11,7 @@ end
 -- lock_handoff gives the lock, which the caller has just freed, to the
 -- first live waiter and wakes it; last is the fence counter as read. The
 -- waiter's lease runs only to its queue entry's deadline: if it died since
--- its last renewal, the others lose at most that; a living waiter extends
+-- its last extension, the others lose at most that; a living waiter extends
 -- it to its own lease (its confirmation). Returns false if no live waiter
 -- was queued (the caller then deletes the lock).
 local function lock_handoff(k, last, now, retention, wake)

@@ -4,7 +4,7 @@
 --
 -- A queue is two keys under the object's hash tag: a sorted set token ->
 -- arrival number (the order), and a hash token -> "deadline inbox": when
--- the entry lapses unless its waiter renews it (server ms), and a name
+-- the entry lapses unless its waiter extends it (server ms), and a name
 -- that ends in ":inbox:<engine id>" and so says which engine waits. A
 -- release that hands the object to a waiter publishes "token fence
 -- arrival" on that engine's wake channel, <wake prefix><engine id>. (The inbox name
@@ -91,10 +91,10 @@ end
 -- the waiters hash expires less than 1.5 entry_ms from now, both keys are
 -- set to expire 2 entry_ms from now (the half lifetime of slack covers the
 -- time between the script's start, from which Redis 7 counts expiries in
--- a script, and its TIME). So a queue whose waiters all died (no renewal,
+-- a script, and its TIME). So a queue whose waiters all died (no extension,
 -- no abandon) on a name nobody uses again is gone at most two entry
--- lifetimes after its last write, and renewals extend the keys about
--- every other renewal. An expiry is never shortened: engines with other
+-- lifetimes after its last write, and extensions extend the keys about
+-- every other extension. An expiry is never shortened: engines with other
 -- entry lifetimes may share a queue.
 local function q_keep(q, w, entry_ms)
   if redis.call('PTTL', w) < 1.5 * entry_ms then
@@ -103,19 +103,19 @@ local function q_keep(q, w, entry_ms)
   end
 end
 
--- q_join queues token at the tail, or renews its entry if it is queued
--- (renew: the caller believes it is); queued is the queue's length as the
+-- q_join queues token at the tail, or extends its entry if it is queued
+-- (extend: the caller believes it is); queued is the queue's length as the
 -- caller read it. Returns the rank (0 = head; for a new entry, the number
 -- of entries ahead of it, lapsed ones included) and, for a new entry, the
--- arrival number (0 for a renewal). An arrival number is the last one
+-- arrival number (0 for an extension). An arrival number is the last one
 -- plus one, and at least the server's clock in ms times 1000, so that no
 -- entry of a token ever gets the number of an earlier one (a wake-up names
 -- the entry it was for). The entry is written first: the waiters hash's
 -- type is checked by that first write, before the queue's.
-local function q_join(q, w, token, now, entry_ms, inbox, queued, renew)
+local function q_join(q, w, token, now, entry_ms, inbox, queued, extend)
   redis.call('HSET', w, token, fmt(now + entry_ms) .. ' ' .. inbox)
   local rank, arrival = false, 0
-  if renew and queued > 0 then
+  if extend and queued > 0 then
     rank = redis.call('ZRANK', q, token)
   end
   if not rank then
@@ -135,7 +135,7 @@ end
 -- entry of arrival number arrival was handed fence: "token fence arrival".
 -- A refused publish (say, an ACL user without channel rights) must not
 -- abort a script after its writes, so it is a pcall: the waiter then finds
--- what it was handed when it renews its entry.
+-- what it was handed when it extends its entry.
 local function q_wake(wake, inbox, token, fence, arrival)
   local id = string.match(inbox, ':inbox:([^:]*)$')
   if id then

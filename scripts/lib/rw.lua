@@ -1,7 +1,7 @@
 -- rw: the holds of a read-write lock and their admission (shared by the
 -- rw scripts; needs lib/queue.lua). k names the keys: leases (zset token
 -- -> lease deadline, server ms), holds (hash: token -> the sequence number
--- of the hold's last renewal, written by rw_extend; "f:" .. token -> the
+-- of the hold's last extension, written by rw_extend; "f:" .. token -> the
 -- fence a hold was handed over with, for its waiter to pick up), fence
 -- (the counter), q, w (the queue); and the state a script carries: last
 -- (the counter as read), retention (ms), wake (the wake channel prefix).
@@ -11,7 +11,7 @@
 -- The common paths (taking a free lock, releasing with nobody queued) make
 -- no more calls than lock_acquire and lock_release, and cheaper ones: keys
 -- a path does not write are not read for their type, emptiness is asked
--- with ZCARD, and the holds hash is written only by handoffs and renewals.
+-- with ZCARD, and the holds hash is written only by handoffs and extensions.
 
 -- rw_fence_ok reads the fence counter into k.last: an error reply if it
 -- holds text.

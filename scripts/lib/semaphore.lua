@@ -6,7 +6,7 @@
 -- and the fence retention when SetSemaphoreLimit set it (it stays while
 -- the semaphore is idle).
 
--- sem_read reads every key a script may write (but the void mark) before
+-- sem_read reads every key a script may write (but the abandon mark) before
 -- its first write, and returns the state: last (the counter), limit (the
 -- stored limit, nil if none), admin (SetSemaphoreLimit set it), queued
 -- (the queue's length).

@@ -1,11 +1,11 @@
--- semaphore_refresh: move a live permit's deadline to now + TTL. It also
+-- semaphore_extend: move a live permit's deadline to now + TTL. It also
 -- confirms a permit handed over to a waiter, whose deadline was the end
 -- of its queue entry.
 -- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
 -- queue, KEYS[6] waiters
 -- ARGV[1] id, ARGV[2] TTL in ms, ARGV[3] fence retention in ms, ARGV[4]
 -- wake channel prefix
--- reply: 1 if refreshed; 0 if it had timed out or was gone.
+-- reply: 1 if extended; 0 if it had timed out or was gone.
 --
 -- Unlike the book's refresh_fair_semaphore, which ZADDs first and so brings
 -- a timed-out permit back, a permit past its deadline is never revived: its

@@ -16,7 +16,7 @@ import (
 //
 // Acquire scripts share one shape: ARGV token, mode (0 one try, 1 wait, 2
 // wait and believed queued), queue entry lifetime in ms, lease in ms, fence
-// retention in ms, inbox name, wake channel prefix, extra...; reply {1,
+// retention in ms, engine id, wake channel prefix, extra...; reply {1,
 // fence} (held, for the full lease: also the pickup of a handoff), {0, hint
 // ms, rank, arrival, ...} (not held: hint is how long the holder has left,
 // -1 if none; rank the caller's place in the queue), {2} (the token was
@@ -130,7 +130,7 @@ func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g g
 	}
 	args := make([]any, 0, len(a.keys)+7+len(a.extra))
 	args = append(append(args, a.keys...), a.tokenArg, mode, e.queueTTL.Milliseconds(), a.lease.Milliseconds(),
-		e.retentionArg, a.obj.ns+a.obj.kind.word+":{"+a.obj.name+"}:inbox:"+e.id, e.wakeArg)
+		e.retentionArg, e.id, e.wakeArg)
 	args = append(args, a.extra...)
 	deadline := start.Add(a.wait)
 	var (

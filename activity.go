@@ -202,8 +202,7 @@ func (e *Engine) isIndexed(r shardRef) bool {
 // shardKey builds <ns>bits:{<group>:<shard>}<suffix> for an activity
 // group. The shard number after the tag's last colon keeps the tag
 // unambiguous whatever colons the group holds, and the key word keeps it
-// apart from v2's <ns>active:{<group>}:<period> and from the period's
-// index.
+// apart from the period's index.
 func (o object) shardKey(shard int64, suffix string) string {
 	return o.ns + "bits:{" + o.name + ":" + strconv.FormatInt(shard, 10) + "}" + suffix
 }

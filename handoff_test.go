@@ -210,7 +210,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 		dead := "dead-waiter"
 		k := func(suffix string) any { return s.ns + "lock:{dw}" + suffix }
 		if _, err := redis.Int64s(scriptLockAcquire.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+dead),
-			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:dead"), s.ns+"wake:")); err != nil {
+			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "dead", s.ns+"wake:")); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan time.Duration, 1)

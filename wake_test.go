@@ -49,7 +49,7 @@ func (s *server) rawWaiter(t *testing.T, name, token, id string, entry time.Dura
 	c := s.pool.Get()
 	defer c.Close()
 	if _, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
-		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:"+id), s.ns+"wake:")); err != nil {
+		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), id, s.ns+"wake:")); err != nil {
 		t.Fatal(err)
 	}
 }

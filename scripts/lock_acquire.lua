@@ -7,7 +7,7 @@
 -- lock_abandon when the caller gave up)
 -- ARGV[1] token, ARGV[2] mode: 0 one try, 1 wait, 2 wait and the caller
 -- believes it is queued, ARGV[3] queue entry lifetime in ms, ARGV[4] lease
--- in ms, ARGV[5] fence retention in ms, ARGV[6] the caller's inbox name
+-- in ms, ARGV[5] fence retention in ms, ARGV[6] the caller's engine id
 -- (see lib/queue.lua); ARGV[7] (the wake channel prefix, which every
 -- acquire script is given) is not needed: a lock_acquire hands the lock to
 -- nobody else

@@ -10,7 +10,7 @@
 -- ARGV[1] token ("r-..." a reader, "w-..." a writer), ARGV[2] mode: 0 one
 -- try, 1 wait, 2 wait and the caller believes it is queued, ARGV[3] queue
 -- entry lifetime in ms, ARGV[4] lease in ms, ARGV[5] fence retention in
--- ms, ARGV[6] the caller's inbox name, ARGV[7] wake channel prefix
+-- ms, ARGV[6] the caller's engine id, ARGV[7] wake channel prefix
 -- reply: {1, fence} if the caller holds now, for the full lease; {0, ms
 -- until the last live hold runs out (-1: none, but waiters are ahead),
 -- rank in the queue (0 = head; one try: how many are queued), arrival

@@ -9,7 +9,7 @@
 -- ARGV[1] id (the permit's token), ARGV[2] mode: 0 one try, 1 wait, 2 wait and
 -- the caller believes it is queued,
 -- ARGV[3] queue entry lifetime in ms, ARGV[4] TTL in ms, ARGV[5] fence
--- retention in ms, ARGV[6] the caller's inbox name, ARGV[7] wake channel
+-- retention in ms, ARGV[6] the caller's engine id, ARGV[7] wake channel
 -- prefix, ARGV[8] limit (0: the stored one)
 -- reply: {1, counter} if the caller holds a permit now, for its full TTL;
 -- {0, ms until the first permit times out, rank in the queue (one try:

@@ -15,12 +15,12 @@ end
 -- it to its own lease (its confirmation). Returns false if no live waiter
 -- was queued (the caller then deletes the lock).
 local function lock_handoff(k, last, now, retention, wake)
-  local head, deadline, inbox, arrival = q_head(k.q, k.w, now)
+  local head, deadline, engine, arrival = q_head(k.q, k.w, now)
   if not head then return false end
   q_leave(k.q, k.w, head)
   local f = counter_next(k.fence, last, retention)
   lock_grant(k, head, f, deadline - now)
-  q_wake(wake, inbox, head, f, arrival)
+  q_wake(wake, engine, head, f, arrival)
   return true
 end
 

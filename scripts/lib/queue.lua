@@ -3,13 +3,11 @@
 -- scripts that use it (embed.go's load).
 --
 -- A queue is two keys under the object's hash tag: a sorted set token ->
--- arrival number (the order), and a hash token -> "deadline inbox": when
--- the entry lapses unless its waiter extends it (server ms), and a name
--- that ends in ":inbox:<engine id>" and so says which engine waits. A
--- release that hands the object to a waiter publishes "token fence
--- arrival" on that engine's wake channel, <wake prefix><engine id>. (The inbox name
--- is never written here; it keeps entries readable by older engines,
--- which push to it.)
+-- arrival number (the order), and a hash token -> "deadline engine": when
+-- the entry lapses unless its waiter extends it (server ms), and the id of
+-- the engine that waits. A release that hands the object to a waiter
+-- publishes "token fence arrival" on that engine's wake channel, <wake
+-- prefix><engine id>.
 --
 -- A fence counter is last + 1 while it lives; when it is gone (never
 -- used, expired after its retention, lost in a restart) the next fence is
@@ -64,7 +62,7 @@ local function q_leave(q, w, token)
   redis.call('HDEL', w, token)
 end
 
--- q_head returns the first live waiter (token, entry deadline, inbox,
+-- q_head returns the first live waiter (token, entry deadline, engine id,
 -- arrival number), dropping lapsed entries in front of it; nil if none is
 -- queued.
 local function q_head(q, w, now)
@@ -72,8 +70,8 @@ local function q_head(q, w, now)
     local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
     local head = first[1]
     if not head then return nil end
-    local deadline, inbox = q_entry(w, head)
-    if deadline and deadline > now then return head, deadline, inbox, tonumber(first[2]) end
+    local deadline, engine = q_entry(w, head)
+    if deadline and deadline > now then return head, deadline, engine, tonumber(first[2]) end
     q_leave(q, w, head)
   end
 end
@@ -112,8 +110,8 @@ end
 -- entry of a token ever gets the number of an earlier one (a wake-up names
 -- the entry it was for). The entry is written first: the waiters hash's
 -- type is checked by that first write, before the queue's.
-local function q_join(q, w, token, now, entry_ms, inbox, queued, extend)
-  redis.call('HSET', w, token, fmt(now + entry_ms) .. ' ' .. inbox)
+local function q_join(q, w, token, now, entry_ms, engine, queued, extend)
+  redis.call('HSET', w, token, fmt(now + entry_ms) .. ' ' .. engine)
   local rank, arrival = false, 0
   if extend and queued > 0 then
     rank = redis.call('ZRANK', q, token)
@@ -136,9 +134,6 @@ end
 -- A refused publish (say, an ACL user without channel rights) must not
 -- abort a script after its writes, so it is a pcall: the waiter then finds
 -- what it was handed when it extends its entry.
-local function q_wake(wake, inbox, token, fence, arrival)
-  local id = string.match(inbox, ':inbox:([^:]*)$')
-  if id then
-    redis.pcall('PUBLISH', wake .. id, token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival))
-  end
+local function q_wake(wake, engine, token, fence, arrival)
+  redis.pcall('PUBLISH', wake .. engine, token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival))
 end

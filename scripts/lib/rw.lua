@@ -86,7 +86,7 @@ end
 local function rw_admit(k, now, caller)
   local got, handed = nil, false
   while true do
-    local head, deadline, inbox, arrival = q_head(k.q, k.w, now)
+    local head, deadline, engine, arrival = q_head(k.q, k.w, now)
     if not head then return got, handed, false end
     if rw_blocked(head, rw_holder(k)) then return got, handed, true end
     q_leave(k.q, k.w, head)
@@ -96,7 +96,7 @@ local function rw_admit(k, now, caller)
       got = f
     else
       redis.call('HSET', k.holds, 'f:' .. head, fmt(f))
-      q_wake(k.wake, inbox, head, f, arrival)
+      q_wake(k.wake, engine, head, f, arrival)
       handed = true
     end
   end

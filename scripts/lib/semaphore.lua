@@ -46,7 +46,7 @@ end
 local function sem_admit(k, st, limit, now, caller, retention, wake)
   local got
   while st.queued > 0 and st.held < limit do
-    local head, deadline, inbox, arrival = q_head(k.q, k.w, now)
+    local head, deadline, engine, arrival = q_head(k.q, k.w, now)
     if not head then break end
     q_leave(k.q, k.w, head)
     st.last = counter_next(k.counter, st.last, retention)
@@ -56,7 +56,7 @@ local function sem_admit(k, st, limit, now, caller, retention, wake)
     if head == caller then
       got = st.last
     else
-      q_wake(wake, inbox, head, st.last, arrival)
+      q_wake(wake, engine, head, st.last, arrival)
     end
   end
   return got

@@ -10,9 +10,74 @@ import (
 	"github.com/google/uuid"
 )
 
-// acquisition is one attempt to take an object, waiting or not: the
-// acquire script and its abandon script, their keys, and the arguments
-// after the standard ones.
+// request is what Lock, RLock, WLock, AcquireSemaphore and their Try
+// forms ask of take.
+type request struct {
+	ops      *holdOps
+	prefix   string        // starts the token: "r-" or "w-" for a read-write lock's reader or writer
+	ttl      time.Duration // the lease; 0: DefaultTTL
+	wait     time.Duration // how long to wait; 0: DefaultWait
+	mayWait  bool          // false: one attempt
+	watchdog bool
+	extra    []any // the acquire script's arguments after the standard ones
+}
+
+// take checks r, acquires a holding of the named object into h, and tells
+// the observer how it went.
+func (e *Engine) take(ctx context.Context, h *holding, name string, r request) error {
+	obj, err := e.object(r.ops.kind, name)
+	if err != nil {
+		return err
+	}
+	lease, err := obj.duration("TTL", r.ttl, DefaultTTL)
+	if err != nil {
+		return err
+	}
+	wait, err := obj.duration("Wait", r.wait, DefaultWait)
+	if err != nil {
+		return err
+	}
+	if !r.mayWait {
+		wait = 0
+	}
+	token, err := newToken()
+	if err != nil {
+		return obj.err(err)
+	}
+	token = r.prefix + token
+	keys := r.ops.keys(obj)
+	a := &acquisition{obj: obj, ops: r.ops, keys: append(keys, obj.key(":void:"+token)), token: token, tokenArg: token,
+		lease: lease, wait: wait, extra: r.extra}
+	g, err := e.acquire(ctx, a)
+	if err != nil {
+		ev := obj.event(EventNotAcquired, "", 0, err)
+		ev.Queued, ev.Wait = g.queued, g.took
+		e.emit(ev)
+		return err
+	}
+	h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
+	h.fence, h.arrival, h.queued = g.fence, g.arrival, g.queued
+	h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, lease, g.sent, !g.handed
+	ev := h.event(EventAcquired, nil)
+	ev.Wait = g.took
+	e.emit(ev)
+	if r.watchdog || g.handed {
+		h.startWatchdog()
+	}
+	return nil
+}
+
+// newToken is a holding's random identifier.
+func newToken() (string, error) {
+	id, err := uuid.NewRandom()
+	if err != nil {
+		return "", fmt.Errorf("token: %w", err)
+	}
+	return id.String(), nil
+}
+
+// acquisition is one attempt to take an object, waiting or not: its
+// scripts, their keys, and the arguments after the standard ones.
 //
 // Acquire scripts share one shape: ARGV token, mode (0 one try, 1 wait, 2
 // wait and believed queued), queue entry lifetime in ms, lease in ms, fence
@@ -24,14 +89,14 @@ import (
 // Abandon scripts take the same keys and ARGV token, ms a late call of the
 // token's could still act for, fence retention in ms, wake channel prefix.
 type acquisition struct {
-	obj              object
-	acquire, abandon *redis.Script
-	keys             []any // the object's keys and the token's abandon mark
-	token            string
-	tokenArg         any // token, as the scripts take it
-	lease            time.Duration
-	wait             time.Duration // 0: one attempt
-	extra            []any
+	obj      object
+	ops      *holdOps
+	keys     []any // the object's keys and the token's abandon mark
+	token    string
+	tokenArg any // token, as the scripts take it
+	lease    time.Duration
+	wait     time.Duration // 0: one attempt
+	extra    []any
 }
 
 // attempt is an acquire script's reply.
@@ -97,6 +162,17 @@ type grant struct {
 	took   time.Duration
 }
 
+// waiting is the state of one acquisition's attempts.
+type waiting struct {
+	a        *acquisition
+	start    time.Time
+	deadline time.Time // start + a.wait
+	g        grant
+	rank     int64 // the caller's place in the queue at the last attempt
+	failure  error // the last attempt's, if it got no answer
+	mayHold  bool  // the server may hold something of the token's: abandon it on giving up
+}
+
 // acquire takes the object, in one attempt or, with a.wait > 0, queueing
 // on the server until the object is handed over, the wait runs out or ctx
 // ends. A waiter blocks on nothing of its own: the engine's wake
@@ -106,182 +182,172 @@ type grant struct {
 // holder is gone). Whatever the wait's end, an attempt that may have
 // reached the server is abandoned in the background unless it granted.
 func (e *Engine) acquire(ctx context.Context, a *acquisition) (grant, error) {
-	start := time.Now()
-	g, err := e.wait(ctx, a, start)
-	g.took = time.Since(start)
-	if err != nil {
-		e.emit(Event{Type: EventNotAcquired, Object: a.obj.kind.noun, Name: a.obj.name, Queued: g.queued, Wait: g.took, Err: err})
-		return g, err
+	w := &waiting{a: a, start: time.Now()}
+	w.deadline = w.start.Add(a.wait)
+	g, err := e.attempts(ctx, w)
+	if err != nil && w.mayHold {
+		e.abandon(a)
 	}
-	e.emit(Event{Type: EventAcquired, Object: a.obj.kind.noun, Name: a.obj.name, Token: a.token, Fence: g.fence, Queued: g.queued, Wait: g.took})
-	return g, nil
+	g.took = time.Since(w.start)
+	return g, err
 }
 
-func (e *Engine) wait(ctx context.Context, a *acquisition, start time.Time) (g grant, err error) {
+// attempts runs the acquire script until it grants, refuses for good, or
+// the wait ends.
+func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
+	a := w.a
 	if e.isClosed() {
-		return g, a.obj.err(ErrClosed)
+		return w.g, a.obj.err(ErrClosed)
 	}
+	var wk *waiter
 	mode := 0
-	var w *waiter
 	if a.wait > 0 {
 		mode = 1
-		w = e.wake.join(a.token)
+		wk = e.wake.join(a.token)
 		defer e.wake.leave(a.token)
 	}
 	args := make([]any, 0, len(a.keys)+7+len(a.extra))
 	args = append(append(args, a.keys...), a.tokenArg, mode, e.queueTTL.Milliseconds(), a.lease.Milliseconds(),
 		e.retentionArg, e.id, e.wakeArg)
 	args = append(args, a.extra...)
-	deadline := start.Add(a.wait)
-	var (
-		abandon bool  // the server may hold something of the token's
-		failure error // the last attempt's, if it got no answer
-		pause   time.Duration
-		rank    int64
-	)
-	giveUp := func(err error) (grant, error) {
-		if abandon {
-			e.abandon(a)
-		}
-		return g, err
-	}
+	var pause time.Duration
 	for {
 		timeout := e.callTimeout
 		if mode == 1 {
-			timeout = min(timeout, time.Until(deadline))
+			timeout = min(timeout, time.Until(w.deadline))
 		}
 		if timeout <= 0 { // the wait ran out between attempts
-			if failure != nil {
-				return giveUp(a.obj.errorf("waited %v; last attempt: %w", a.wait, failure))
-			}
-			return giveUp(a.obj.errorf("waited %v, %d ahead in the queue: %w", a.wait, rank, ErrNotAcquired))
+			return w.g, w.ended(nil)
 		}
-		var at attempt
 		sent := time.Now()
-		out, err := e.call(ctx, a.acquire, args, e.replicas > 0, timeout)
+		out, err := e.call(ctx, a.ops.acquire, args, e.replicas > 0, timeout)
+		var at attempt
 		if err == nil {
 			at, err = decodeAttempt(out.reply)
 		}
-		abandon = abandon || out.reached && unknownOutcome(err)
-		if err == nil && at.granted && out.shortfall != nil { // a failover could grant it again
-			abandon = true
-			return giveUp(a.obj.err(out.shortfall))
-		}
+		w.mayHold = w.mayHold || out.reached && unknownOutcome(err)
 		switch {
+		case err == nil && at.granted && out.shortfall != nil: // a failover could grant it again
+			w.mayHold = true
+			return w.g, a.obj.err(out.shortfall)
 		case err != nil && ctxErr(ctx) != nil:
-			took := time.Since(start).Round(time.Millisecond)
-			switch {
-			case failure != nil: // the last answer was no answer
-				return giveUp(a.obj.errorf("gave up after %v: %w (last attempt: %w)", took, ctxErr(ctx), failure))
-			case g.queued: // the server had queued the caller
-				return giveUp(a.obj.errorf("gave up after %v, %d ahead in the queue: %w: %w", took, rank, ErrNotAcquired, ctxErr(ctx)))
+			if w.failure == nil && !w.g.queued {
+				return w.g, w.ended(err) // the call's own error says it
 			}
-			return giveUp(a.obj.errorf("gave up after %v: %w", took, err))
+			return w.g, w.ended(ctxErr(ctx))
 		case err != nil && (mode == 0 || !retryable(err)):
-			return giveUp(a.obj.err(err))
+			return w.g, a.obj.err(err)
 		case err != nil:
-			if !time.Now().Before(deadline) {
-				return giveUp(a.obj.errorf("waited %v; last attempt: %w", a.wait, err))
+			w.failure = err
+			if !time.Now().Before(w.deadline) {
+				return w.g, w.ended(nil)
 			}
-			failure = err
 			pause = backoff(pause, 500*time.Millisecond)
 			if errors.Is(err, redis.ErrPoolExhausted) {
 				pause = exhaustedPause // nothing was sent: look at the pool again soon
 			}
-			if err := sleep(ctx, min(pause, time.Until(deadline))); err != nil {
-				return giveUp(a.obj.errorf("gave up after %v: %w (last attempt: %w)", time.Since(start).Round(time.Millisecond), err, failure))
+			if err := sleep(ctx, min(pause, time.Until(w.deadline))); err != nil {
+				return w.g, w.ended(err)
 			}
 			continue
 		case at.granted:
-			g.fence, g.sent = at.fence, sent
-			return g, nil
+			w.g.fence, w.g.sent = at.fence, sent
+			return w.g, nil
 		case at.abandoned:
-			return giveUp(a.obj.errorf("attempt abandoned: %w", ErrNotAcquired))
+			return w.g, a.obj.errorf("attempt abandoned: %w", ErrNotAcquired)
 		case at.noLimit:
-			return giveUp(a.obj.errorf("no limit is stored: give Limit: %w", ErrInvalid))
+			return w.g, a.obj.errorf("no limit is stored: give Limit: %w", ErrInvalid)
 		case mode == 0:
-			return giveUp(a.obj.errorf("%s: %w", at.refusal(a.obj), ErrNotAcquired))
+			return w.g, a.obj.errorf("%s: %w", at.refusal(a.obj), ErrNotAcquired)
 		}
-
 		args[len(a.keys)+1] = 2 // the next call extends the entry
-		// Queued: wait for the wake-up, the time to extend, or the end. A
-		// grant handed to this entry came after this call ran (else the
-		// call would have picked it up), so its lease runs at least a queue
-		// TTL from when the call was sent.
-		abandon, failure, pause = true, nil, 0
-		g.queued, g.sent, rank = true, sent, at.rank
-		if at.arrival > 0 { // a new entry: a grant to an earlier one has lapsed
-			g.arrival = at.arrival
+		w.queued(at, sent)
+		pause = 0
+		if handed, err := e.await(ctx, w, wk, at.hint); handed || err != nil {
+			return w.g, err
 		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return giveUp(a.obj.errorf("waited %v, %d ahead in the queue: %w", a.wait, rank, ErrNotAcquired))
-		}
-		next := e.queueTTL / 3
-		if rank == 0 && at.hint > 0 && at.hint < next {
-			next = at.hint // the head takes over when the holder's time is up
-		}
-		t := time.NewTimer(min(next, left))
-		select {
-		case <-w.signal:
-			if f, arrival := w.handed(); f != 0 && arrival == g.arrival && e.replicas == 0 {
-				t.Stop()
-				g.fence, g.handed = f, true
-				return g, nil
-			}
-			// A call to look again; a grant to an entry of ours that lapsed
-			// before this call re-queued us; or a grant that must be
-			// acknowledged by replicas before the caller runs: the next
-			// attempt picks up whatever is ours.
-		case <-t.C:
-		case <-ctx.Done():
-			t.Stop()
-			return giveUp(a.obj.errorf("gave up after %v, %d ahead in the queue: %w: %w", time.Since(start).Round(time.Millisecond), rank, ErrNotAcquired, ctx.Err()))
-		}
-		t.Stop()
 	}
 }
 
-// abandon runs the abandon script in the background, bounded by AbandonTimeout,
-// for an acquisition whose caller has already been told it failed. Close
-// waits for it. If it fails, the lease still ends whatever the late acquire
-// took; the failure is reported as a background error.
+// queued records an attempt that left the caller queued. A grant handed to
+// its entry came after the attempt ran (else the attempt would have picked
+// it up), so its lease runs at least a queue TTL from when it was sent.
+func (w *waiting) queued(at attempt, sent time.Time) {
+	w.mayHold, w.failure = true, nil
+	w.g.queued, w.g.sent, w.rank = true, sent, at.rank
+	if at.arrival > 0 { // a new entry: a grant to an earlier one has lapsed
+		w.g.arrival = at.arrival
+	}
+}
+
+// await waits, queued, for a wake-up with the grant (handed), the time to
+// extend the entry, or the end of the wait (err). hint is how long the
+// holder has left: the head of the queue takes over when it is up.
+func (e *Engine) await(ctx context.Context, w *waiting, wk *waiter, hint time.Duration) (handed bool, err error) {
+	left := time.Until(w.deadline)
+	if left <= 0 {
+		return false, w.ended(nil)
+	}
+	next := e.queueTTL / 3
+	if w.rank == 0 && hint > 0 && hint < next {
+		next = hint
+	}
+	t := time.NewTimer(min(next, left))
+	defer t.Stop()
+	select {
+	case <-wk.signal:
+		if f, arrival := wk.handed(); f != 0 && arrival == w.g.arrival && e.replicas == 0 {
+			w.g.fence, w.g.handed = f, true
+			return true, nil
+		}
+		// A call to look again; a grant to an entry of ours that lapsed
+		// before the last attempt re-queued us; or a grant that must be
+		// acknowledged by replicas before the caller runs: the next
+		// attempt picks up whatever is ours.
+	case <-t.C:
+	case <-ctx.Done():
+		return false, w.ended(ctx.Err())
+	}
+	return false, nil
+}
+
+// ended is the error of a wait that ended before a grant: its Wait ran out
+// (cause nil) or its ctx ended (cause), saying what the last attempt got:
+// no answer (failure), or a place in the queue.
+func (w *waiting) ended(cause error) error {
+	o := w.a.obj
+	if cause == nil {
+		if w.failure != nil {
+			return o.errorf("waited %v; last attempt: %w", w.a.wait, w.failure)
+		}
+		return o.errorf("waited %v, %d ahead in the queue: %w", w.a.wait, w.rank, ErrNotAcquired)
+	}
+	took := time.Since(w.start).Round(time.Millisecond)
+	switch {
+	case w.failure != nil:
+		return o.errorf("gave up after %v: %w (last attempt: %w)", took, cause, w.failure)
+	case w.g.queued:
+		return o.errorf("gave up after %v, %d ahead in the queue: %w: %w", took, w.rank, ErrNotAcquired, cause)
+	}
+	return o.errorf("gave up after %v: %w", took, cause)
+}
+
+// abandon runs the abandon script in the background, bounded by
+// AbandonTimeout, for an acquisition whose caller has already been told it
+// failed (on a closed engine, whose Close may be waiting already, at once).
+// Close waits for it. If it fails, the lease still ends whatever the late
+// acquire took; the failure is reported as a background error.
 func (e *Engine) abandon(a *acquisition) {
 	args := append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, max(a.lease, e.queueTTL).Milliseconds(), e.retentionArg, e.wakeArg)
-	obj, token, abandon := a.obj, a.token, a.abandon
-	e.goBackground(func() {
+	obj, token, abandon := a.obj, a.token, a.ops.abandon
+	f := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), AbandonTimeout)
 		defer cancel()
 		if _, err := e.call(ctx, abandon, args, false, AbandonTimeout); err != nil {
-			e.emit(Event{Type: EventBackgroundError, Object: obj.kind.noun, Name: obj.name, Token: token,
-				Err: obj.errorf("abandoning an acquisition: %w", err)})
+			e.emit(obj.event(EventBackgroundError, token, 0, obj.errorf("abandoning an acquisition: %w", err)))
 		}
-	})
-}
-
-// take makes one acquisition of a holding of ops' kind into h.
-func (e *Engine) take(ctx context.Context, h *holding, o object, ops *holdOps, token string, lease, wait time.Duration, watchdog bool, extra ...any) error {
-	keys := ops.keys(o)
-	tokenArg := any(token)
-	g, err := e.acquire(ctx, &acquisition{obj: o, acquire: ops.acquire, abandon: ops.abandon,
-		keys: append(keys, o.key(":void:"+token)), token: token, tokenArg: tokenArg, lease: lease, wait: wait, extra: extra})
-	if err != nil {
-		return err
 	}
-	h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, o, ops, keys, token, tokenArg
-	h.fence, h.arrival, h.queued = g.fence, g.arrival, g.queued
-	h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), watchdog, lease, g.sent, !g.handed
-	if watchdog || g.handed {
-		h.startWatchdog()
+	if !e.goTracked(f) {
+		f()
 	}
-	return nil
-}
-
-// newToken is a holding's random identifier.
-func newToken() (string, error) {
-	id, err := uuid.NewRandom()
-	if err != nil {
-		return "", fmt.Errorf("token: %w", err)
-	}
-	return id.String(), nil
 }

@@ -247,14 +247,6 @@ func (e *Engine) isClosed() bool {
 	return e.closed
 }
 
-// goBackground runs f on a goroutine Close waits for; on a closed engine,
-// whose Close may be waiting already, it runs f at once instead.
-func (e *Engine) goBackground(f func()) {
-	if !e.goTracked(f) {
-		f()
-	}
-}
-
 // goTracked starts f on a goroutine Close waits for and returns true,
 // unless the engine is closed: then it returns false and f does not run.
 // One check under e.mu, so Close cannot slip in between a check and the
@@ -274,9 +266,9 @@ func (e *Engine) goTracked(f func()) bool {
 }
 
 // kind is a type of object the engine keeps: the noun its errors and
-// events name it by, and the word its keys start with (an activity group's
-// keys are its shards' and indexes', "bits:" and "bitindex:", built by
-// shardKey and indexKey; its word is unused).
+// events name it by, and the word its keys start with (none for an
+// activity group, whose keys are its shards' and indexes', built by
+// shardKey and indexKey).
 type kind struct {
 	noun, word string
 }
@@ -287,7 +279,7 @@ var (
 	kindSem      = &kind{"semaphore", "sem"}
 	kindRecent   = &kind{"recent list", "recent"}
 	kindMembers  = &kind{"member set", "members"}
-	kindActivity = &kind{"activity group", "active"}
+	kindActivity = &kind{"activity group", ""}
 )
 
 // object is one named object of an engine: it builds its keys and its

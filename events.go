@@ -44,6 +44,12 @@ type Event struct {
 	Err        error
 }
 
+// event is an Event about o; token and fence are zero where there is no
+// holding.
+func (o object) event(t EventType, token string, fence int64, err error) Event {
+	return Event{Type: t, Object: o.kind.noun, Name: o.name, Token: token, Fence: fence, Err: err}
+}
+
 // emit tells the observer and the logger.
 func (e *Engine) emit(ev Event) {
 	if e.observer != nil {

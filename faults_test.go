@@ -664,14 +664,16 @@ func TestCheckersCount(t *testing.T) {
 // one of these functions, none of which decides who holds what.
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
-		"acquire": "how long an acquisition took, for its event",
-		"wait":    "the wait's deadline, extension pacing, when each attempt was sent (the watchdog's first base)",
-		"take":    "when the holding began, for EventReleased",
-		"watch":   "extension pacing and giving up once the lease must have run out",
-		"extend":  "when the extension was sent, for the watchdog",
-		"release": "how long an Unlock or Release may take, and how long the holding was held, for its event",
-		"ctxErr":  "whether ctx's deadline has passed",
-		"conn":    "a call's timeout, up to ctx's deadline",
+		"take":     "when the holding began, for EventReleased",
+		"acquire":  "the wait's start and deadline, and how long it took, for its event",
+		"attempts": "the wait's deadline, when each attempt was sent (the watchdog's first base)",
+		"await":    "when to extend the queue entry, up to the wait's deadline",
+		"ended":    "how long a wait took, for its error",
+		"watch":    "extension pacing and giving up once the lease must have run out",
+		"extend":   "when the extension was sent, for the watchdog",
+		"release":  "how long an Unlock or Release may take, and how long the holding was held, for its event",
+		"ctxErr":   "whether ctx's deadline has passed",
+		"conn":     "a call's timeout, up to ctx's deadline",
 	}
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")

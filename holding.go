@@ -161,7 +161,7 @@ func (h *holding) watch(ctx context.Context) {
 			h.lost(h.obj.errorf("fence %d: the lease ran out or another took it: %w", h.fence, ErrNotHeld))
 			return
 		default:
-			h.e.emit(Event{Type: EventExtendFailed, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence, Err: err})
+			h.e.emit(h.event(EventExtendFailed, err))
 			h.mu.Lock()
 			extended, span = h.extended, h.span() // an Extend meanwhile counts too
 			h.mu.Unlock()
@@ -352,8 +352,9 @@ func (h *holding) release(ctx context.Context) error {
 			return h.notHeld()
 		}
 		h.end()
-		h.e.emit(Event{Type: EventReleased, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence,
-			Queued: h.queued, Held: time.Since(h.since)})
+		ev := h.event(EventReleased, nil)
+		ev.Held = time.Since(h.since)
+		h.e.emit(ev)
 		return nil
 	}
 }
@@ -398,7 +399,7 @@ func (h *holding) lost(cause error) {
 	}
 	h.mu.Unlock()
 	if h.end() {
-		h.e.emit(Event{Type: EventLost, Object: h.obj.kind.noun, Name: h.obj.name, Token: h.token, Fence: h.fence, Queued: h.queued, Err: cause})
+		h.e.emit(h.event(EventLost, cause))
 	}
 }
 
@@ -443,6 +444,13 @@ func (h *holding) context(parent context.Context) (context.Context, context.Canc
 		h.mu.Unlock()
 		cancel()
 	}
+}
+
+// event is an Event about h.
+func (h *holding) event(t EventType, err error) Event {
+	ev := h.obj.event(t, h.token, h.fence, err)
+	ev.Queued = h.queued
+	return ev
 }
 
 // closedChan is what Lost returns for a nil holding.

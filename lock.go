@@ -60,27 +60,9 @@ func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock
 // read-write lock's reader or writer) starts its token, so the queue knows
 // what each waiter wants.
 func (e *Engine) lock(ctx context.Context, ops *holdOps, prefix, name string, o LockOptions, mayWait bool) (*Lock, error) {
-	obj, err := e.object(ops.kind, name)
-	if err != nil {
-		return nil, err
-	}
-	ttl, err := obj.duration("TTL", o.TTL, DefaultTTL)
-	if err != nil {
-		return nil, err
-	}
-	wait, err := obj.duration("Wait", o.Wait, DefaultWait)
-	if err != nil {
-		return nil, err
-	}
-	if !mayWait {
-		wait = 0
-	}
-	token, err := newToken()
-	if err != nil {
-		return nil, obj.err(err)
-	}
 	l := &Lock{}
-	if err := e.take(ctx, &l.holding, obj, ops, prefix+token, ttl, wait, o.Watchdog); err != nil {
+	err := e.take(ctx, &l.holding, name, request{ops: ops, prefix: prefix, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog})
+	if err != nil {
 		return nil, err
 	}
 	return l, nil

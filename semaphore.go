@@ -59,30 +59,17 @@ func (e *Engine) TryAcquireSemaphore(ctx context.Context, name string, o Semapho
 }
 
 func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions, mayWait bool) (*Permit, error) {
-	obj, err := e.object(kindSem, name)
-	if err != nil {
-		return nil, err
-	}
 	if o.Limit < 0 {
+		obj, err := e.object(kindSem, name)
+		if err != nil {
+			return nil, err
+		}
 		return nil, obj.errorf("limit %d: must be 0 (the stored limit) or more: %w", o.Limit, ErrInvalid)
 	}
-	ttl, err := obj.duration("TTL", o.TTL, DefaultTTL)
-	if err != nil {
-		return nil, err
-	}
-	wait, err := obj.duration("Wait", o.Wait, DefaultWait)
-	if err != nil {
-		return nil, err
-	}
-	if !mayWait {
-		wait = 0
-	}
-	token, err := newToken()
-	if err != nil {
-		return nil, obj.err(err)
-	}
 	p := &Permit{}
-	if err := e.take(ctx, &p.holding, obj, semOps, token, ttl, wait, o.Watchdog, o.Limit); err != nil {
+	err := e.take(ctx, &p.holding, name, request{ops: semOps, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog,
+		extra: []any{o.Limit}})
+	if err != nil {
 		return nil, err
 	}
 	return p, nil

@@ -26,7 +26,7 @@ const MaxActiveID = 1<<63 - 1
 // whole at its first mark (a string that grows gets room for up to twice
 // its length). A count's script per shard (BITOP over its periods,
 // BITCOUNT) is short enough not to stall the server for others, and the
-// seed's hundred million ids make 12 shards: enough to spread over a
+// hundred million ids of a busy day make 12 shards: enough to spread over a
 // cluster's primaries, few enough that a count's round trips cost little
 // beside its work. Shard and offset are computed here, not in Lua, whose
 // numbers lose precision past 2^53.

@@ -119,7 +119,7 @@ const (
 )
 
 // ---------------------------------------------------------------------------
-// The engine and its options
+// The engine
 
 // Engine runs the scripts against a pool. It is safe for concurrent use.
 // Make one with New; a nil or zero Engine returns ErrInvalid from every

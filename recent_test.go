@@ -8,7 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// SuggestRecent's tiers (seed 001: exact, prefix, then suffix and contains
+// SuggestRecent's tiers (exact, prefix, then suffix and contains
 // merged), each most recent first, cut at the limit.
 func TestSuggestRecentTiers(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {

@@ -1,5 +1,5 @@
 -- recent_suggest: the items of a recent list that match a query, ignoring
--- ASCII case, in the seed's tiers (exact, prefix, then suffix and contains
+-- ASCII case, in three tiers (exact, prefix, then suffix and contains
 -- merged): items equal to the query, then items that start with it, then
 -- items that contain it elsewhere; each tier most recent first; at most the
 -- limit in all. The book's fetch_autocomplete_list ships the whole list to

@@ -5,7 +5,7 @@
 -- ARGV[1] prefix, ARGV[2] limit (>= 1)
 -- reply: the matching members.
 --
--- Why markers: this is the card's technique, insert a start and an end
+-- Why markers: this is the book's technique, insert a start and an end
 -- marker, ZRANK both, ZRANGE between, ZREM them. The book needs WATCH
 -- retries and uuid-suffixed markers because other clients run between its
 -- round trips; inside one script nothing does, so the markers are exact:

@@ -7,7 +7,7 @@
 --
 -- Every key is read before anything is written, so a key of the wrong type
 -- fails the script with nothing changed. The fence is INCRed in the same
--- script as the SET: no taker ever goes without one (seed 002, failure 4).
+-- script as the SET: no taker ever goes without one, even if its client dies right after.
 local fence = redis.call('GET', KEYS[2])
 if fence and not string.match(fence, '^%d+$') then
   return redis.error_reply('ERR atomicredis: fence key does not hold a counter')

@@ -12,6 +12,11 @@ package peers
 // the server's own command time (INFO commandstats) and CPU (INFO cpu)
 // per operation stand beside the wall clock.
 //
+// One difference from the main job: a round of short operations (the
+// uncontended cycle) visits each contender several times, the order
+// reversed at every visit, and sums the visits (experiment.passes), so
+// that a load that comes and goes within a round meets them alike.
+//
 // The code is a smaller copy of the main job's: those files are tests of
 // package atomicredis, which another module cannot import.
 

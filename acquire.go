@@ -29,16 +29,18 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	if err != nil {
 		return err
 	}
+	if ctx == nil {
+		return obj.err(errNilContext)
+	}
 	lease, err := obj.duration("TTL", r.ttl, DefaultTTL)
 	if err != nil {
 		return err
 	}
-	wait, err := obj.duration("Wait", r.wait, DefaultWait)
-	if err != nil {
-		return err
-	}
-	if !r.mayWait {
-		wait = 0
+	var wait time.Duration // a Try form's Wait is not used, so not checked
+	if r.mayWait {
+		if wait, err = obj.duration("Wait", r.wait, DefaultWait); err != nil {
+			return err
+		}
 	}
 	token, err := newToken()
 	if err != nil {
@@ -49,21 +51,24 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	a := &acquisition{obj: obj, ops: r.ops, keys: append(keys, obj.key(":void:"+token)), token: token, tokenArg: token,
 		lease: lease, wait: wait, extra: r.extra}
 	g, err := e.acquire(ctx, a)
+	if err == nil {
+		h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
+		h.fence, h.arrival, h.queued = g.fence, g.arrival, g.queued
+		h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, lease, g.sent, !g.handed
+		if !e.adopt(h, r.watchdog || g.handed) { // granted as Close ran: pass it on
+			e.abandon(a)
+			err = obj.errorf("granted as the engine closed, and passed on: %w", ErrClosed)
+		}
+	}
 	if err != nil {
 		ev := obj.event(EventNotAcquired, "", 0, err)
 		ev.Queued, ev.Wait = g.queued, g.took
-		e.emit(ev)
+		e.observe(ev)
 		return err
 	}
-	h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
-	h.fence, h.arrival, h.queued = g.fence, g.arrival, g.queued
-	h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, lease, g.sent, !g.handed
 	ev := h.event(EventAcquired, nil)
 	ev.Wait = g.took
 	e.emit(ev)
-	if r.watchdog || g.handed {
-		h.startWatchdog()
-	}
 	return nil
 }
 
@@ -230,6 +235,8 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 		case err == nil && at.granted && out.shortfall != nil: // a failover could grant it again
 			w.mayHold = true
 			return w.g, a.obj.err(out.shortfall)
+		case err != nil && e.isClosed():
+			return w.g, a.obj.errorf("%w (last attempt: %w)", ErrClosed, err)
 		case err != nil && ctxErr(ctx) != nil:
 			if w.failure == nil && !w.g.queued {
 				return w.g, w.ended(err) // the call's own error says it
@@ -246,7 +253,7 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			if errors.Is(err, redis.ErrPoolExhausted) {
 				pause = exhaustedPause // nothing was sent: look at the pool again soon
 			}
-			if err := sleep(ctx, min(pause, time.Until(w.deadline))); err != nil {
+			if err := e.sleep(ctx, min(pause, time.Until(w.deadline))); err != nil {
 				return w.g, w.ended(err)
 			}
 			continue
@@ -307,6 +314,8 @@ func (e *Engine) await(ctx context.Context, w *waiting, wk *waiter, hint time.Du
 	case <-t.C:
 	case <-ctx.Done():
 		return false, w.ended(ctx.Err())
+	case <-e.stop.Done():
+		return false, w.a.obj.errorf("waited %v, %d ahead in the queue: %w", time.Since(w.start).Round(time.Millisecond), w.rank, ErrClosed)
 	}
 	return false, nil
 }

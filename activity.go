@@ -72,6 +72,9 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 	if err != nil {
 		return err
 	}
+	if ctx == nil {
+		return obj.err(errNilContext)
+	}
 	for _, id := range ids {
 		if _, err := e.activity(group, id); err != nil {
 			return err

@@ -78,8 +78,13 @@ func (e *Engine) RemoveMembers(ctx context.Context, set string, members ...strin
 
 func (e *Engine) members(ctx context.Context, s *redis.Script, set string, members []string) error {
 	obj, err := e.object(kindMembers, set)
-	if err != nil || len(members) == 0 {
+	switch {
+	case err != nil:
 		return err
+	case ctx == nil:
+		return obj.err(errNilContext)
+	case len(members) == 0:
+		return nil
 	}
 	args := make([]any, 0, len(members)+1)
 	args = append(args, obj.key(""))

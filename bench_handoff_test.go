@@ -100,8 +100,12 @@ func poll(ctx context.Context, wait time.Duration, try func() error) error {
 		if left <= 0 {
 			return err
 		}
-		if serr := sleep(ctx, min(v1Pause(attempt), left)); serr != nil {
-			return fmt.Errorf("%w: %w", err, serr)
+		t := time.NewTimer(min(v1Pause(attempt), left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w: %w", err, ctx.Err())
+		case <-t.C:
 		}
 	}
 }

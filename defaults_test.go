@@ -188,7 +188,7 @@ func TestErrorMessages(t *testing.T) {
 	_, semErr := e.TryAcquireSemaphore(ctx, "jobs", SemaphoreOptions{})
 	_, lockErr := e.TryLock(ctx, "cart:1", LockOptions{})
 	_, waitErr := e.Lock(ctx, "cart:1", LockOptions{Wait: 30 * time.Millisecond})
-	_, badErr := e.TryLock(ctx, "cart:1", LockOptions{Wait: -time.Second})
+	_, badErr := e.Lock(ctx, "cart:1", LockOptions{Wait: -time.Second})
 	l.Unlock(ctx)
 	for _, c := range []struct {
 		err  error

@@ -87,10 +87,20 @@ var (
 // Redis or network failure behind it. Object is "" for errors about the
 // engine itself.
 type Error struct {
-	Object string // "lock", "read-write lock", "semaphore", "recent list", "member set", "activity group"
+	Object string // one of the Object constants
 	Name   string
 	Err    error
 }
+
+// The objects an Error or an Event names in its Object field.
+const (
+	ObjectLock          = "lock"
+	ObjectReadWriteLock = "read-write lock"
+	ObjectSemaphore     = "semaphore"
+	ObjectRecentList    = "recent list"
+	ObjectMemberSet     = "member set"
+	ObjectActivityGroup = "activity group"
+)
 
 func (e *Error) Error() string {
 	if e.Object == "" {
@@ -148,7 +158,8 @@ type Engine struct {
 	closed     bool
 	stop       context.Context // ends with Close
 	cancelStop context.CancelFunc
-	watched    map[*holding]struct{} // holdings extended in the background
+	held       map[*holding]struct{} // every holding not yet released or lost, for Close (adopt, prune)
+	pruneAt    int                   // the registry's size at which adopt next prunes it
 	background sync.WaitGroup        // abandons and the wake subscription; Add only under mu, before closed
 
 	// plainSuggest is set once the server refused the allow-oom shebang
@@ -192,6 +203,7 @@ func (e *Engine) reject(err error) {
 var (
 	errNilEngine  = &Error{Err: fmt.Errorf("nil engine: %w", ErrInvalid)}
 	errZeroEngine = &Error{Err: fmt.Errorf("engine not made by New: %w", ErrInvalid)}
+	errNilContext = fmt.Errorf("nil context: %w", ErrInvalid)
 )
 
 // usable reports why the engine cannot run calls: nil, zero, or given a
@@ -206,39 +218,91 @@ func (e *Engine) usable() error {
 	return e.err
 }
 
-// Close stops every watchdog the engine runs, and the confirmations of
-// locks and permits handed over to waiters (those holdings are no longer
-// extended, so their Lost channels close; their leases run out on the
-// server unless unlocked), ends the wake subscription, and waits, until
-// ctx ends, for it and for the background abandons of acquisitions cut off
-// mid-call. Waits under way end by their own Wait or ctx. Afterwards the
-// engine takes no new locks or permits (ErrClosed); holdings can still be
-// unlocked, released and queried. Close is safe to call more than once.
+// Close ends the engine's work: waits under way end at once with an error
+// wrapping ErrClosed (a grant that reaches one later is passed on), and
+// every lock and permit the engine still holds is released, after its
+// watchdog stops: its Lost channel closes, its contexts end with a cause
+// wrapping ErrClosed, and the observer gets EventReleased. An Unlock or
+// Release in flight meanwhile returns its own result; one made afterwards
+// returns nil; the holdings' other calls return ErrClosed. Close then ends
+// the wake subscription and waits for it and for the background abandons
+// of acquisitions cut off mid-call. Releasing and waiting end with ctx (or
+// ReleaseTimeout, for the releases, if ctx has no deadline); an error
+// names what did not finish. Afterwards the engine takes no new locks or
+// permits (ErrClosed). Close is safe to call more than once.
 func (e *Engine) Close(ctx context.Context) error {
 	if e == nil || e.stop == nil {
 		return e.usable()
 	}
+	if ctx == nil {
+		return &Error{Err: errNilContext}
+	}
 	e.mu.Lock()
 	e.closed = true
-	watched := make([]*holding, 0, len(e.watched))
-	for h := range e.watched {
-		watched = append(watched, h)
+	held := make([]*holding, 0, len(e.held))
+	for h := range e.held {
+		held = append(held, h)
 	}
 	e.mu.Unlock()
-	for _, h := range watched {
-		h.stopWatchdog()
-		h.lost(h.obj.errorf("fence %d: engine closed: no longer extended: %w", h.fence, ErrNotHeld))
-	}
 	e.cancelStop()
+	for _, h := range held {
+		h.stopWatchdog()
+	}
+	deadline := time.Now().Add(ReleaseTimeout)
+	if dl, ok := ctx.Deadline(); ok {
+		deadline = dl
+	}
+	var errs []error
+	for _, h := range held {
+		if err := h.closeRelease(ctx, deadline); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	e.wake.end()
 	done := make(chan struct{})
 	go func() { e.background.Wait(); close(done) }()
 	select {
 	case <-done:
-		return nil
 	case <-ctx.Done():
-		return &Error{Err: fmt.Errorf("close: waiting for abandons and the wake subscription: %w", ctx.Err())}
+		errs = append(errs, &Error{Err: fmt.Errorf("close: waiting for abandons and the wake subscription: %w", ctx.Err())})
 	}
+	return errors.Join(errs...)
+}
+
+// adopt registers h, just granted, so that Close releases it, and starts
+// its watchdog if watch; false, doing neither, if the engine is closed.
+// Every so often it prunes the registry of holdings whose lease has run
+// out by the client's clock (no watchdog extends them, and Close need not
+// release them).
+func (e *Engine) adopt(h *holding, watch bool) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return false
+	}
+	if e.held == nil {
+		e.held = map[*holding]struct{}{}
+	}
+	if len(e.held) >= e.pruneAt {
+		for old := range e.held {
+			if old.leaseOver() {
+				delete(e.held, old)
+			}
+		}
+		e.pruneAt = max(1024, 2*len(e.held))
+	}
+	e.held[h] = struct{}{}
+	if watch {
+		h.startWatchdog()
+	}
+	return true
+}
+
+// disown forgets h, released or lost.
+func (e *Engine) disown(h *holding) {
+	e.mu.Lock()
+	delete(e.held, h)
+	e.mu.Unlock()
 }
 
 func (e *Engine) isClosed() bool {
@@ -274,12 +338,12 @@ type kind struct {
 }
 
 var (
-	kindLock     = &kind{"lock", "lock"}
-	kindRW       = &kind{"read-write lock", "rw"}
-	kindSem      = &kind{"semaphore", "sem"}
-	kindRecent   = &kind{"recent list", "recent"}
-	kindMembers  = &kind{"member set", "members"}
-	kindActivity = &kind{"activity group", ""}
+	kindLock     = &kind{ObjectLock, "lock"}
+	kindRW       = &kind{ObjectReadWriteLock, "rw"}
+	kindSem      = &kind{ObjectSemaphore, "sem"}
+	kindRecent   = &kind{ObjectRecentList, "recent"}
+	kindMembers  = &kind{ObjectMemberSet, "members"}
+	kindActivity = &kind{ObjectActivityGroup, ""}
 )
 
 // object is one named object of an engine: it builds its keys and its
@@ -466,6 +530,9 @@ type outcome struct {
 // bound connection cannot send ASKING, so the error is returned, and it is
 // transient: a wait retries it until the slot settles.
 func (e *Engine) call(ctx context.Context, s *redis.Script, keysAndArgs []any, ack bool, timeout time.Duration) (out outcome, err error) {
+	if ctx == nil {
+		return out, errNilContext
+	}
 	if timeout == 0 {
 		timeout = e.callTimeout
 	}
@@ -616,13 +683,15 @@ func unknownOutcome(err error) bool {
 	return err != nil && !reply
 }
 
-// sleep pauses for d unless ctx ends first.
-func sleep(ctx context.Context, d time.Duration) error {
+// sleep pauses for d unless ctx ends, or the engine closes, first.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
 		return ctx.Err()
+	case <-e.stop.Done():
+		return ErrClosed
 	case <-t.C:
 		return nil
 	}

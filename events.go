@@ -50,11 +50,18 @@ func (o object) event(t EventType, token string, fence int64, err error) Event {
 	return Event{Type: t, Object: o.kind.noun, Name: o.name, Token: token, Fence: fence, Err: err}
 }
 
-// emit tells the observer and the logger.
-func (e *Engine) emit(ev Event) {
+// observe tells the observer of ev: an event whose error is returned to
+// a caller, which is the caller's to log.
+func (e *Engine) observe(ev Event) {
 	if e.observer != nil {
 		e.observer(ev)
 	}
+}
+
+// emit tells the observer and the logger of ev, something that happened
+// in the background.
+func (e *Engine) emit(ev Event) {
+	e.observe(ev)
 	if e.logger == nil {
 		return
 	}

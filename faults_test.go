@@ -664,16 +664,21 @@ func TestCheckersCount(t *testing.T) {
 // one of these functions, none of which decides who holds what.
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
-		"take":     "when the holding began, for EventReleased",
-		"acquire":  "the wait's start and deadline, and how long it took, for its event",
-		"attempts": "the wait's deadline, when each attempt was sent (the watchdog's first base)",
-		"await":    "when to extend the queue entry, up to the wait's deadline",
-		"ended":    "how long a wait took, for its error",
-		"watch":    "extension pacing and giving up once the lease must have run out",
-		"extend":   "when the extension was sent, for the watchdog",
-		"release":  "how long an Unlock or Release may take, and how long the holding was held, for its event",
-		"ctxErr":   "whether ctx's deadline has passed",
-		"conn":     "a call's timeout, up to ctx's deadline",
+		"take":       "when the holding began, for EventReleased",
+		"acquire":    "the wait's start and deadline, and how long it took, for its event",
+		"attempts":   "the wait's deadline, when each attempt was sent (the watchdog's first base)",
+		"await":      "when to extend the queue entry, up to the wait's deadline",
+		"ended":      "how long a wait took, for its error",
+		"watch":      "extension pacing and giving up once the lease must have run out",
+		"extend":     "when the extension was sent, for the watchdog",
+		"Close":      "how long Close's releases may take",
+		"leaseOver":  "whether a holding nothing extends has outlived its lease, to prune the engine's registry for Close",
+		"release":    "how long an Unlock or Release may take",
+		"unlock":     "retrying a release until its deadline",
+		"unanswered": "the deadline a release went unanswered within, for its error",
+		"released":   "how long the holding was held, for EventReleased",
+		"ctxErr":     "whether ctx's deadline has passed",
+		"conn":       "a call's timeout, up to ctx's deadline",
 	}
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")

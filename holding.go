@@ -58,37 +58,35 @@ type holding struct {
 	watchDone chan struct{}      // closed when the watchdog ends
 	reset     chan struct{}      // tells the watchdog the lease changed
 
+	releasing sync.Mutex // held by the release under way: the caller's or Close's
+
 	mu         sync.Mutex
-	lease      time.Duration                    // what extensions ask for
-	extended   time.Time                        // when the last extension the server applied (or the grant) was sent
-	confirmed  bool                             // false: handed over, its lease runs to extended + queueTTL
-	seq        int64                            // the last extension's number (lock_extend, rw_extend)
-	ended      bool                             // released, or found lost
-	lostCh     chan struct{}                    // made when Lost is first called
-	lostClosed bool                             // Lost is closed
-	contexts   map[*context.CancelFunc]struct{} // of Context's contexts: cancelled when it ends
+	lease      time.Duration                         // what extensions ask for
+	extended   time.Time                             // when the last extension the server applied (or the grant) was sent
+	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
+	seq        int64                                 // the last extension's number (lock_extend, rw_extend)
+	ended      error                                 // why it ended (released, lost, the engine closed); nil while held
+	byClose    bool                                  // Close released it
+	lostCh     chan struct{}                         // made when Lost is first called
+	lostClosed bool                                  // Lost is closed
+	contexts   map[*context.CancelCauseFunc]struct{} // of Context's contexts: cancelled when it ends
 }
 
-// startWatchdog starts extending in the background, registered with the engine so
-// Close can stop it. On a closed engine nothing would stop it, so none
-// starts and the holding is lost at once: nobody extends its lease.
+// startWatchdog starts extending in the background. Called by adopt,
+// under the engine's mu, so that Close, which takes it, finds every
+// watchdog it must stop.
 func (h *holding) startWatchdog() {
 	ctx, cancel := context.WithCancel(context.Background())
 	h.stopWatch, h.watchDone, h.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
-	e := h.e
-	e.mu.Lock()
-	if e.closed {
-		e.mu.Unlock()
-		close(h.watchDone)
-		h.lost(h.obj.errorf("fence %d: engine closed: not extended: %w", h.fence, ErrNotHeld))
-		return
-	}
-	if e.watched == nil {
-		e.watched = map[*holding]struct{}{}
-	}
-	e.watched[h] = struct{}{}
-	e.mu.Unlock()
 	go h.watch(ctx)
+}
+
+// leaseOver reports whether nothing extends h and its lease has run out by
+// the client's clock, so that Close need not release it.
+func (h *holding) leaseOver() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.ended != nil || !h.watchdog && h.confirmed && time.Since(h.extended) > h.lease
 }
 
 // stopWatchdog ends the watchdog and waits until it has, so no extension is in
@@ -109,12 +107,7 @@ func (h *holding) stopWatchdog() {
 // the holder stops trusting its lease (and paces extensions); who holds it
 // is always the server's answer.
 func (h *holding) watch(ctx context.Context) {
-	defer func() {
-		h.e.mu.Lock()
-		delete(h.e.watched, h)
-		h.e.mu.Unlock()
-		close(h.watchDone)
-	}()
+	defer close(h.watchDone)
 	var retry time.Duration
 	for {
 		h.mu.Lock()
@@ -231,6 +224,9 @@ func (h *holding) extendLease(ctx context.Context, lease time.Duration, seq int6
 // extend is Lock.Extend and Permit.Extend: an extension with ttl (0: the
 // current lease) that becomes the watchdog's lease from now on.
 func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
+	if err := h.usable(ctx); err != nil {
+		return err
+	}
 	ttl, err := h.obj.duration("TTL", ttl, h.currentLease())
 	if err != nil {
 		return err
@@ -272,6 +268,9 @@ func (h *holding) currentLease() time.Duration {
 // confirmed is confirmed in the same script (an extension): its lease is then
 // its own in full.
 func (h *holding) ttl(ctx context.Context) (time.Duration, error) {
+	if err := h.usable(ctx); err != nil {
+		return 0, err
+	}
 	h.mu.Lock()
 	confirmed, lease := h.confirmed, h.lease
 	h.mu.Unlock()
@@ -300,19 +299,85 @@ func held(_ time.Duration, err error) (bool, error) {
 	return err == nil, err
 }
 
-// release is Unlock and Release: it stops the watchdog, then makes its
-// attempt even when ctx is already done, bounded by ReleaseTimeout (or
-// ctx's later deadline), retrying a pool that is momentarily exhausted and
-// a connection that broke (releasing is idempotent: a retry of a release
-// that did run finds the holding gone). A holding nobody releases blocks
-// its name until its lease ends, which for one just handed over is its
-// queue entry's (up to a second), so a cut connection is worth a retry.
+// usable reports why a call on h cannot run: a nil ctx, or a closed
+// engine (which has released h, or is about to).
+func (h *holding) usable(ctx context.Context) error {
+	if ctx == nil {
+		return h.obj.err(errNilContext)
+	}
+	if h.e.isClosed() {
+		return h.obj.errorf("fence %d: %w", h.fence, ErrClosed)
+	}
+	return nil
+}
+
+// release is Unlock and Release: it stops the watchdog, then releases h
+// on the server (unless Close did: then it returns nil) and tells the
+// observer.
 func (h *holding) release(ctx context.Context) error {
+	if ctx == nil {
+		return h.obj.err(errNilContext)
+	}
 	h.stopWatchdog()
+	h.releasing.Lock()
+	defer h.releasing.Unlock()
+	h.mu.Lock()
+	byClose := h.byClose
+	h.mu.Unlock()
+	if byClose {
+		return nil
+	}
 	deadline := time.Now().Add(ReleaseTimeout)
 	if dl, ok := ctx.Deadline(); ok && dl.After(deadline) {
 		deadline = dl
 	}
+	released, err := h.unlock(ctx, deadline)
+	switch {
+	case err != nil:
+		return err
+	case !released:
+		return h.notHeld()
+	}
+	h.released(h.obj.errorf("fence %d: released", h.fence))
+	return nil
+}
+
+// closeRelease is Close's release of a holding the engine still holds,
+// its watchdog stopped: unless the caller's own release got there first,
+// it releases h by deadline and ends it with a cause wrapping ErrClosed.
+// A holding already gone on the server ends quietly.
+func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
+	h.releasing.Lock()
+	defer h.releasing.Unlock()
+	h.mu.Lock()
+	over := h.ended != nil
+	h.byClose = !over
+	h.mu.Unlock()
+	if over {
+		return nil
+	}
+	released, err := h.unlock(ctx, deadline)
+	cause := h.obj.errorf("fence %d: released by Close: %w", h.fence, ErrClosed)
+	if err != nil || !released {
+		h.closeLost()
+		h.end(cause)
+		return err
+	}
+	h.closeLost()
+	h.released(cause)
+	return nil
+}
+
+// unlock runs the release script until the server answers, making its
+// attempt even when ctx is already done, up to deadline, and retrying a
+// pool that is momentarily exhausted and a connection that broke
+// (releasing is idempotent: a retry of a release that did run finds the
+// holding gone). A holding nobody releases blocks its name until its lease
+// ends, which for one just handed over is its queue entry's (up to a
+// second), so a cut connection is worth a retry. It reports whether the
+// script released h.
+func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) {
+	caller := ctx
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
@@ -320,46 +385,75 @@ func (h *holding) release(ctx context.Context) error {
 	args := append(h.keys[:n:n], h.tokenArg, h.e.retentionArg, h.e.wakeArg)
 	var (
 		unanswered error // an earlier attempt's, sent and not answered: it may have released
+		last       error // the last attempt's failure
 		pause      time.Duration
 	)
 	for {
 		out, err := h.e.call(ctx, h.ops.release, args, false, time.Until(deadline))
-		if err != nil && time.Now().Before(deadline) {
-			switch {
-			case errors.Is(err, redis.ErrPoolExhausted):
-				pause = exhaustedPause
-			case transient(err):
-				pause = backoff(pause, 100*time.Millisecond)
-				if out.reached && unknownOutcome(err) {
-					unanswered = err
-				}
-			default:
-				pause = 0
+		if err == nil {
+			if v, _ := redis.Int64(out.reply, nil); v != 0 {
+				return true, nil
 			}
-			if pause > 0 {
-				time.Sleep(min(pause, time.Until(deadline)))
-				continue
-			}
-		}
-		if err != nil {
-			return h.obj.err(err)
-		}
-		if v, _ := redis.Int64(out.reply, nil); v == 0 {
 			if unanswered != nil {
-				h.end()
-				return h.obj.errorf("fence %d: no longer held after a release went unanswered (%w): that release or the lease's end freed it", h.fence, unanswered)
+				h.end(h.obj.errorf("fence %d: released or expired", h.fence))
+				return false, h.obj.errorf("fence %d: no longer held after a release went unanswered (%w): that release or the lease's end freed it", h.fence, unanswered)
 			}
-			return h.notHeld()
+			return false, nil
 		}
-		h.end()
-		ev := h.event(EventReleased, nil)
-		ev.Held = time.Since(h.since)
-		h.e.emit(ev)
-		return nil
+		switch {
+		case errors.Is(err, redis.ErrPoolExhausted):
+			pause = exhaustedPause
+		case transient(err):
+			pause = backoff(pause, 100*time.Millisecond)
+			if out.reached && unknownOutcome(err) {
+				unanswered = err
+			}
+		default:
+			pause = 0
+		}
+		if pause == 0 || !time.Now().Before(deadline) {
+			return false, h.unanswered(caller, err, last, deadline)
+		}
+		last = err
+		time.Sleep(min(pause, time.Until(deadline)))
 	}
 }
 
-// notHeld is the error for a holding found gone, which it records as lost.
+// unanswered is the error of a release that got no answer: err, the last
+// attempt's, naming the failure before it (last) when err is only the
+// release's own deadline; context.DeadlineExceeded only if the caller's
+// ctx ended.
+func (h *holding) unanswered(caller context.Context, err, last error, deadline time.Time) error {
+	if cerr := caller.Err(); cerr != nil {
+		if last != nil {
+			return h.obj.errorf("fence %d: gave up: %w (last attempt: %w)", h.fence, cerr, last)
+		}
+		return h.obj.errorf("fence %d: gave up: %w (%w)", h.fence, cerr, err)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return h.obj.err(err)
+	}
+	within := ReleaseTimeout
+	if dl, ok := caller.Deadline(); ok && dl.Equal(deadline) {
+		within = time.Until(dl) // the caller's later deadline, not ReleaseTimeout
+	}
+	if last != nil {
+		return h.obj.errorf("fence %d: unanswered within %v: last attempt: %w", h.fence, within.Round(time.Millisecond), last)
+	}
+	return h.obj.errorf("fence %d: unanswered within %v", h.fence, within.Round(time.Millisecond))
+}
+
+// released ends h, released, with cause, and tells the observer.
+func (h *holding) released(cause error) {
+	h.end(cause)
+	ev := h.event(EventReleased, nil)
+	ev.Held = time.Since(h.since)
+	h.e.emit(ev)
+}
+
+// notHeld is the error for a holding a caller's call found gone, which it
+// records as lost: the observer hears of it, the logger does not (the
+// error is the caller's to log).
 func (h *holding) notHeld() error {
 	var err error
 	if h.ops.kind == kindSem {
@@ -367,39 +461,53 @@ func (h *holding) notHeld() error {
 	} else {
 		err = h.obj.errorf("fence %d: released, expired or taken by another: %w", h.fence, ErrNotHeld)
 	}
-	h.lost(err)
+	h.closeLost()
+	if h.end(err) {
+		h.e.observe(h.event(EventLost, err))
+	}
 	return err
 }
 
-// end marks the holding over: its contexts end. It reports whether it was
-// the first to.
-func (h *holding) end() bool {
+// end marks the holding over for cause: its contexts end with it, and the
+// engine forgets it. It reports whether it was the first to.
+func (h *holding) end(cause error) bool {
 	h.mu.Lock()
-	first := !h.ended
-	h.ended = true
+	first := h.ended == nil
+	if first {
+		h.ended = cause
+	}
 	contexts := h.contexts
 	h.contexts = nil
 	h.mu.Unlock()
 	for cancel := range contexts {
-		(*cancel)()
+		(*cancel)(cause)
+	}
+	if first {
+		h.e.disown(h)
 	}
 	return first
 }
 
-// lost records that the holding is gone. The first time, its contexts end
-// and EventLost is reported. Lost closes if the engine was keeping it (a
-// watchdog; the confirmation of a handed-over holding).
+// lost records that the background found the holding gone (cause wraps
+// ErrNotHeld). The first time, its contexts end and EventLost is reported
+// (and logged).
 func (h *holding) lost(cause error) {
+	h.closeLost()
+	if h.end(cause) {
+		h.e.emit(h.event(EventLost, cause))
+	}
+}
+
+// closeLost closes Lost if the engine was keeping h (a watchdog; the
+// confirmation of a handed-over holding) or is closing.
+func (h *holding) closeLost() {
 	h.mu.Lock()
-	if (h.watchdog || !h.confirmed) && !h.lostClosed {
+	defer h.mu.Unlock()
+	if (h.watchdog || !h.confirmed || h.byClose) && !h.lostClosed {
 		h.lostClosed = true
 		if h.lostCh != nil {
 			close(h.lostCh)
 		}
-	}
-	h.mu.Unlock()
-	if h.end() {
-		h.e.emit(h.event(EventLost, cause))
 	}
 }
 
@@ -415,26 +523,28 @@ func (h *holding) lostChan() <-chan struct{} {
 	return h.lostCh
 }
 
-// context is Lock.Context and Permit.Context.
+// context is Lock.Context and Permit.Context. Its cause (context.Cause)
+// says why it ended: the holding's release, its loss (an *Error wrapping
+// ErrNotHeld), Close, or, without a watchdog, the lease's end.
 func (h *holding) context(parent context.Context) (context.Context, context.CancelFunc) {
 	if parent == nil {
 		parent = context.Background()
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var ctx context.Context
-	var cancel context.CancelFunc
-	if h.watchdog {
-		ctx, cancel = context.WithCancel(parent)
-	} else {
-		ctx, cancel = context.WithDeadline(parent, h.extended.Add(h.lease-h.lease/10))
+	base, stop := parent, context.CancelFunc(func() {})
+	if !h.watchdog {
+		base, stop = context.WithDeadlineCause(parent, h.extended.Add(h.lease-h.lease/10),
+			h.obj.errorf("fence %d: the lease ends (less a tenth for the client's clock): %w", h.fence, ErrNotHeld))
 	}
-	if h.ended {
-		cancel()
-		return ctx, cancel
+	ctx, cancelCause := context.WithCancelCause(base)
+	cancel := context.CancelCauseFunc(func(cause error) { cancelCause(cause); stop() })
+	if h.ended != nil {
+		cancel(h.ended)
+		return ctx, func() {}
 	}
 	if h.contexts == nil {
-		h.contexts = map[*context.CancelFunc]struct{}{}
+		h.contexts = map[*context.CancelCauseFunc]struct{}{}
 	}
 	key := &cancel
 	h.contexts[key] = struct{}{}
@@ -442,7 +552,7 @@ func (h *holding) context(parent context.Context) (context.Context, context.Canc
 		h.mu.Lock()
 		delete(h.contexts, key)
 		h.mu.Unlock()
-		cancel()
+		cancel(nil)
 	}
 }
 

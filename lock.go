@@ -107,11 +107,11 @@ func (l *Lock) Fence() int64 {
 }
 
 // Lost returns a channel that closes when the engine finds the lock gone
-// while it keeps it: the watchdog found it expired or taken, could not
-// extend it before the lease ran out, or was stopped by Engine.Close; or a
-// lock handed over to this waiter could not be confirmed. Without a
-// watchdog, a confirmed lock's channel never closes (Context then ends
-// with the lease); for a nil lock it is closed.
+// while it keeps it (the watchdog found it expired or taken, or could not
+// extend it before the lease ran out; a lock handed over to this waiter
+// could not be confirmed), or when Engine.Close released it. Without a
+// watchdog, a confirmed lock's channel otherwise never closes (Context
+// then ends with the lease); for a nil lock it is closed.
 func (l *Lock) Lost() <-chan struct{} {
 	if l == nil {
 		return closedChan
@@ -121,12 +121,13 @@ func (l *Lock) Lost() <-chan struct{} {
 
 // Context returns a context derived from parent that is done when parent
 // is, when the lock is released, or when it is lost: for a watchdog
-// holder when an extension finds it gone or the lease runs out without an extension; for
-// a holder without a watchdog also at the lease's end as the lock knows it
-// now, less a tenth for the client's clock (its deadline; a later Extend
-// does not move it: call Context again).
-// Run the guarded work under it. For a nil lock it is done at once; a nil
-// parent is taken as context.Background().
+// holder when an extension finds it gone or the lease runs out without
+// one; for a holder without a watchdog also at the lease's end as the lock
+// knows it now, less a tenth for the client's clock (its deadline; a later
+// Extend does not move it: call Context again). context.Cause says which
+// (a loss is an *Error wrapping ErrNotHeld). Run the guarded work under
+// it. For a nil lock it is done at once; a nil parent is taken as
+// context.Background().
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	if l == nil {
 		return canceled(parent)
@@ -140,7 +141,7 @@ func (l *Lock) Context(parent context.Context) (context.Context, context.CancelF
 // ctx's later deadline), so that defer l.Unlock(ctx) on a finished request
 // still frees the lock. It returns an error wrapping ErrNotHeld if the
 // lock had already expired or passed to another holder, whom it never
-// disturbs.
+// disturbs, and nil if Engine.Close released it.
 func (l *Lock) Unlock(ctx context.Context) error {
 	if l == nil {
 		return errNilLock

@@ -134,8 +134,17 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
-		if n := pool.ActiveCount() - pool.IdleCount(); n > 2 {
-			t.Errorf("%d connections in use while %d waiters wait on %d names, want the subscription (and a call in flight at most)", n, names, names)
+		// A waiter queued on the server gives its connection back just after
+		// the reply: allow a moment for the last ones.
+		for settle := time.Now().Add(2 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+			n := pool.ActiveCount() - pool.IdleCount()
+			if n <= 2 {
+				break
+			}
+			if time.Now().After(settle) {
+				t.Errorf("%d connections in use while %d waiters wait on %d names, want the subscription (and a call in flight at most)", n, names, names)
+				break
+			}
 		}
 		released := make([]time.Time, names)
 		for i, l := range held {

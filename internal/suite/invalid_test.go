@@ -14,19 +14,12 @@ import (
 // noInvalidArgument lists the public methods that take nothing a caller
 // could get wrong, so they need no row in invalidCalls.
 var noInvalidArgument = map[string]string{
-	"Close":          "takes only ctx",
-	"Lock.Unlock":    "takes only ctx",
-	"Lock.TTL":       "takes only ctx",
-	"Lock.Held":      "takes only ctx",
 	"Lock.Token":     "takes nothing",
 	"Lock.Fence":     "takes nothing",
 	"Lock.Lost":      "takes nothing",
 	"Lock.Context":   "takes only a parent context (nil is taken as Background)",
 	"Permit.Lost":    "takes nothing",
 	"Permit.Context": "takes only a parent context (nil is taken as Background)",
-	"Permit.Release": "takes only ctx",
-	"Permit.TTL":     "takes only ctx",
-	"Permit.Held":    "takes only ctx",
 	"Permit.Token":   "takes nothing",
 	"Permit.Fence":   "takes nothing",
 }
@@ -51,6 +44,7 @@ func invalidCases(m reflect.Method) []string {
 		}
 		switch {
 		case in == ctxType:
+			cases = append(cases, "nil ctx")
 		case in.Kind() == reflect.String && !named:
 			named = true
 			for _, n := range badNames {
@@ -67,6 +61,7 @@ func invalidCases(m reflect.Method) []string {
 			for j := 0; j < in.NumField(); j++ {
 				f := in.Field(j)
 				switch {
+				case f.Name == "Wait" && strings.HasPrefix(m.Name, "Try"): // not used
 				case f.Type == durType:
 					durations(f.Name)
 				case f.Type.Kind() == reflect.Int:

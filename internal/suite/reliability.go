@@ -73,7 +73,9 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		}
 		names(method, func(ctx C, e *E, name string) error { return run(ctx, e, name, lockOpts{}) })
 		durations(method+": TTL", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{TTL: d}) })
-		durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{Wait: d}) })
+		if !strings.HasPrefix(method, "Try") { // a Try form's Wait is not used
+			durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{Wait: d}) })
+		}
 	}
 	names("IsLocked", func(ctx C, e *E, name string) error { _, err := e.IsLocked(ctx, name); return err })
 	names("LockInfo", func(ctx C, e *E, name string) error { _, err := e.LockInfo(ctx, name); return err })
@@ -91,7 +93,9 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		names(method, func(ctx C, e *E, name string) error { return run(ctx, e, name, semOpts{Limit: 1}) })
 		counts(method+": Limit", func(ctx C, e *E, n int) error { return run(ctx, e, "s", semOpts{Limit: n}) })
 		durations(method+": TTL", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, TTL: d}) })
-		durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, Wait: d}) })
+		if !strings.HasPrefix(method, "Try") {
+			durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, Wait: d}) })
+		}
 	}
 	names("SemaphoreHolders", func(ctx C, e *E, name string) error { _, err := e.SemaphoreHolders(ctx, name); return err })
 	names("SemaphoreInfo", func(ctx C, e *E, name string) error { _, err := e.SemaphoreInfo(ctx, name); return err })
@@ -126,6 +130,48 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 	add("CountActive: no periods", func(ctx C, e *E) error { _, err := e.CountActive(ctx, "g"); return err })
 	names("CountActiveAll", func(ctx C, e *E, name string) error { _, err := e.CountActiveAll(ctx, name, "p"); return err })
 	add("CountActiveAll: no periods", func(ctx C, e *E) error { _, err := e.CountActiveAll(ctx, "g"); return err })
+
+	// Every method that takes a context, with a nil one and otherwise good
+	// arguments.
+	var nilCtx C
+	for name, run := range map[string]func(ctx C, e *E) error{
+		"Lock":                func(ctx C, e *E) error { _, err := e.Lock(ctx, "a", lockOpts{}); return err },
+		"TryLock":             func(ctx C, e *E) error { _, err := e.TryLock(ctx, "a", lockOpts{}); return err },
+		"RLock":               func(ctx C, e *E) error { _, err := e.RLock(ctx, "a", lockOpts{}); return err },
+		"TryRLock":            func(ctx C, e *E) error { _, err := e.TryRLock(ctx, "a", lockOpts{}); return err },
+		"WLock":               func(ctx C, e *E) error { _, err := e.WLock(ctx, "a", lockOpts{}); return err },
+		"TryWLock":            func(ctx C, e *E) error { _, err := e.TryWLock(ctx, "a", lockOpts{}); return err },
+		"IsLocked":            func(ctx C, e *E) error { _, err := e.IsLocked(ctx, "a"); return err },
+		"LockInfo":            func(ctx C, e *E) error { _, err := e.LockInfo(ctx, "a"); return err },
+		"ForceUnlock":         func(ctx C, e *E) error { _, err := e.ForceUnlock(ctx, "a"); return err },
+		"AcquireSemaphore":    func(ctx C, e *E) error { _, err := e.AcquireSemaphore(ctx, "s", semOpts{Limit: 1}); return err },
+		"TryAcquireSemaphore": func(ctx C, e *E) error { _, err := e.TryAcquireSemaphore(ctx, "s", semOpts{Limit: 1}); return err },
+		"SemaphoreHolders":    func(ctx C, e *E) error { _, err := e.SemaphoreHolders(ctx, "s"); return err },
+		"SemaphoreInfo":       func(ctx C, e *E) error { _, err := e.SemaphoreInfo(ctx, "s"); return err },
+		"SetSemaphoreLimit":   func(ctx C, e *E) error { return e.SetSemaphoreLimit(ctx, "s", 2) },
+		"AddRecent":           func(ctx C, e *E) error { return e.AddRecent(ctx, "l", "x") },
+		"RemoveRecent":        func(ctx C, e *E) error { return e.RemoveRecent(ctx, "l", "x") },
+		"SuggestRecent":       func(ctx C, e *E) error { _, err := e.SuggestRecent(ctx, "l", "x", 1); return err },
+		"AddMembers":          func(ctx C, e *E) error { return e.AddMembers(ctx, "m", "x") },
+		"RemoveMembers":       func(ctx C, e *E) error { return e.RemoveMembers(ctx, "m") }, // no members: nothing to send, still invalid
+		"Suggest":             func(ctx C, e *E) error { _, err := e.Suggest(ctx, "m", "x", 1); return err },
+		"MarkActive":          func(ctx C, e *E) error { return e.MarkActive(ctx, "g", "p", 1) },
+		"MarkActiveMany":      func(ctx C, e *E) error { return e.MarkActiveMany(ctx, "g", "p", 1, 1<<40) },
+		"IsActive":            func(ctx C, e *E) error { _, err := e.IsActive(ctx, "g", "p", 1); return err },
+		"CountActive":         func(ctx C, e *E) error { _, err := e.CountActive(ctx, "g", "p"); return err },
+		"CountActiveAll":      func(ctx C, e *E) error { _, err := e.CountActiveAll(ctx, "g", "p"); return err },
+		"Close":               func(ctx C, e *E) error { return e.Close(ctx) },
+		"Lock.Unlock":         func(ctx C, e *E) error { return held.Unlock(ctx) },
+		"Lock.Extend":         func(ctx C, e *E) error { return held.Extend(ctx, 0) },
+		"Lock.TTL":            func(ctx C, e *E) error { _, err := held.TTL(ctx); return err },
+		"Lock.Held":           func(ctx C, e *E) error { _, err := held.Held(ctx); return err },
+		"Permit.Release":      func(ctx C, e *E) error { return permit.Release(ctx) },
+		"Permit.Extend":       func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
+		"Permit.TTL":          func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },
+		"Permit.Held":         func(ctx C, e *E) error { _, err := permit.Held(ctx); return err },
+	} {
+		add(name+": nil ctx", func(_ C, e *E) error { return run(nilCtx, e) })
+	}
 	return calls
 }
 

@@ -704,7 +704,13 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 			got <- l
 		}()
 		s.waitQueued(t, s.ns+"lock:{sk}:queue", 2)
-		s.advance(2 * testQueueTTL) // the dead entry lapses
+		// The dead entry lapses in real time (miniredis follows the wall
+		// clock here, and its ticker would undo a jump of its clock).
+		for deadline := time.Now().Add(5 * time.Second); s.liveWaiters(t, "lock:{sk}:waiters") != 1; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d live entries 5s after the dead one's %v lifetime began, want only the live waiter's", s.liveWaiters(t, "lock:{sk}:waiters"), testQueueTTL)
+			}
+		}
 		start := time.Now()
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)

@@ -523,3 +523,40 @@ func TestNoLostWakeup(t *testing.T) {
 		}
 	})
 }
+
+// A queue entry lapses at exactly its deadline by the server's clock: a
+// release 1 ms before it hands the lock to that entry's waiter, a release
+// at it passes over the entry to the next live waiter. (miniredis's
+// clock, moved by hand: a real server's cannot be stopped on a
+// millisecond.)
+func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
+	s := newMini(t)
+	ctx, e := ctxT(t), s.engine()
+	const entry = time.Second
+	for _, c := range []struct {
+		name  string
+		after time.Duration // from the head's queueing to the release
+		want  string        // who holds the lock after the release
+	}{
+		{"before", entry - time.Millisecond, "head"},
+		{"at", entry, "next"},
+	} {
+		holder, err := e.TryLock(ctx, c.name, LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, c.name, "head", "nobody", entry)
+		s.rawWaiter(t, c.name, "next", "nobody", time.Hour)
+		s.advance(c.after)
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, err := e.LockInfo(ctx, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Token != c.want {
+			t.Errorf("released %v after the head queued with a %v entry: holder %q with %v left (\"\": free), want %q", c.after, entry, info.Token, info.TTL, c.want)
+		}
+	}
+}

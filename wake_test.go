@@ -724,3 +724,36 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 		}
 	})
 }
+
+// Arrival numbers grow across a queue's expiry too: once a queue's keys
+// are gone (its waiters died), the next entry's number is above those of
+// the entries before, so that a late wake-up for an old entry can never
+// match a new one.
+func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx, e := ctxT(t), s.engine()
+		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		const entry = 100 * time.Millisecond
+		queue, waiters := s.ns+"lock:{gen}:queue", s.ns+"lock:{gen}:waiters"
+		arrival := func(token string) int64 {
+			t.Helper()
+			s.rawWaiter(t, "gen", token, "x", entry)
+			v, err := redis.Int64(s.do("ZSCORE", queue, token))
+			if err != nil {
+				t.Fatalf("ZSCORE %s: %v", token, err)
+			}
+			return v
+		}
+		old := arrival("old")
+		s.advance(3 * entry) // the keys live two entry lifetimes
+		if n, _ := redis.Int(s.do("EXISTS", queue, waiters)); n != 0 {
+			t.Fatalf("%d of the queue's keys still there three entry lifetimes after its only entry", n)
+		}
+		if next := arrival("new"); next <= old {
+			t.Errorf("arrival number %d in a queue that expired, %d in it before: numbers went back", next, old)
+		}
+	})
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -559,4 +560,57 @@ func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
 			t.Errorf("released %v after the head queued with a %v entry: holder %q with %v left (\"\": free), want %q", c.after, entry, info.Token, info.TTL, c.want)
 		}
 	}
+}
+
+// A waiter is told its place: how many entries are ahead of it when it
+// queues (its error says so when its wait runs out before a renewal).
+// The head, with nobody ahead, is told when the holder's lease ends and
+// takes the lock then, though its next renewal is 10 s away: a holder
+// that crashed costs the queue no more than its lease.
+func TestWaitersAreToldTheirPlace(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		s.realtime(t)
+		ctx, e := ctxT(t), s.engine()
+		w := s.engine()
+		w.queueTTL = slowRenewals
+		// w's wake subscription is up before the waiters below queue: one
+		// coming up after would have them look again at once, and that
+		// renewal reads their place afresh.
+		if _, err := e.TryLock(ctx, "keep", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		kctx, cancel := context.WithCancel(ctx)
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			w.Lock(kctx, "keep", LockOptions{TTL: time.Minute, Wait: time.Minute})
+		}()
+		defer func() { cancel(); <-kept }()
+		s.waitQueued(t, s.ns+"lock:{keep}:queue", 1)
+		s.waitSubscribed(t, w)
+
+		if _, err := e.TryLock(ctx, "place", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, "place", "a", "nobody", time.Minute)
+		s.rawWaiter(t, "place", "b", "nobody", time.Minute)
+		_, err := w.Lock(ctx, "place", LockOptions{TTL: time.Minute, Wait: 300 * time.Millisecond})
+		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), " 2 ahead in the queue") {
+			t.Errorf("a waiter queued behind two: %v, want ErrNotAcquired saying 2 ahead in the queue", err)
+		}
+
+		if _, err := e.TryLock(ctx, "head", LockOptions{TTL: 300 * time.Millisecond}); err != nil { // and crash
+			t.Fatal(err)
+		}
+		start := time.Now()
+		l, err := w.Lock(ctx, "head", LockOptions{TTL: time.Minute, Wait: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("the head behind a crashed holder's 300ms lease, its renewals %v apart: %v", w.queueTTL/3, err)
+		}
+		t.Logf("%s: the head took the lock %v after queueing behind a 300ms lease", s.name, time.Since(start))
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
 }

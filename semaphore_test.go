@@ -278,3 +278,51 @@ func TestHandedPermitEndsWithItsEntry(t *testing.T) {
 		}
 	})
 }
+
+// A limit SetSemaphoreLimit stored stays while the semaphore is used:
+// every grant gives it the fence retention again, so it outlives the
+// retention after it was set, and callers asking another Limit still
+// follow it. Here grants come 0.6 retentions apart.
+func TestSetLimitStaysWhileUsed(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		retention := 300 * time.Millisecond
+		if s.mini == nil {
+			retention = 2 * time.Second // a real server is waited on: 0.8 s of slack per gap
+		}
+		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		if err := e.SetSemaphoreLimit(ctx, "adm", 2); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			s.advance(retention * 6 / 10)
+			p, err := e.TryAcquireSemaphore(ctx, "adm", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("grant %d: %v", i+1, err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info, err := e.SemaphoreInfo(ctx, "adm"); err != nil || info.Limit != 2 {
+			t.Errorf("SemaphoreInfo %v after SetSemaphoreLimit(2), used %v ago (retention %v) = %+v, %v; want limit 2",
+				2*retention*6/10, retention*6/10, retention, info, err)
+		}
+		var held []*Permit
+		for i := 0; i < 3; i++ {
+			p, err := e.TryAcquireSemaphore(ctx, "adm", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+			if err != nil {
+				if i < 2 || !errors.Is(err, ErrNotAcquired) {
+					t.Errorf("permit %d asking Limit 5 under the set 2: %v", i+1, err)
+				}
+				break
+			}
+			if i == 2 {
+				t.Errorf("a third permit asking Limit 5: the set limit of 2 was lost")
+			}
+			held = append(held, p)
+		}
+		for _, p := range held {
+			p.Release(ctx)
+		}
+	})
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -754,6 +755,71 @@ func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
 		}
 		if next := arrival("new"); next <= old {
 			t.Errorf("arrival number %d in a queue that expired, %d in it before: numbers went back", next, old)
+		}
+	})
+}
+
+// A wake-up names the queue entry it was for: one for an earlier entry of
+// the waiter's (which lapsed, the waiter having queued again since) is no
+// grant. The waiter looks again, and returns with what the release hands
+// its present entry.
+func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		pool := &countingGets{Pool: s.pool}
+		w := New(pool, WithNamespace(s.ns))
+		w.queueTTL = slowRenewals
+		t.Cleanup(func() { w.Close(context.Background()) })
+		holder, err := s.engine().TryLock(ctx, "early", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *Lock, 1)
+		go func() {
+			l, err := w.Lock(ctx, "early", LockOptions{TTL: time.Minute, Wait: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		queue := s.ns + "lock:{early}:queue"
+		s.waitQueued(t, queue, 1)
+		s.waitSubscribed(t, w)
+		v, err := redis.Strings(s.do("ZRANGE", queue, 0, 0, "WITHSCORES"))
+		if err != nil || len(v) != 2 {
+			t.Fatalf("the queue: %q, %v", v, err)
+		}
+		token := v[0]
+		arrival, _ := strconv.ParseInt(v[1], 10, 64)
+		stale := holder.Fence() - 1 // what a release once handed the earlier entry
+		before := pool.n.Load()
+		s.must(t, "PUBLISH", w.wake.channel, fmt.Sprintf("%s %d %d", token, stale, arrival-1))
+		// The waiter either looks again (it takes a connection) or, wrongly,
+		// returns.
+		var early *Lock
+		for deadline := time.Now().Add(10 * time.Second); early == nil && pool.n.Load() == before; time.Sleep(time.Millisecond) {
+			select {
+			case early = <-got:
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the waiter neither looked again nor returned in 10s after a wake-up")
+			}
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := early
+		if l == nil {
+			l = <-got
+		}
+		if l != nil {
+			if l.Fence() != holder.Fence()+1 {
+				t.Errorf("the waiter returned with fence %d, from a wake-up for its earlier entry (arrival %d); its entry (arrival %d) was then handed %d",
+					l.Fence(), arrival-1, arrival, holder.Fence()+1)
+			}
+			l.Unlock(ctx)
 		}
 	})
 }

@@ -823,3 +823,49 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 		}
 	})
 }
+
+// On a pool of one connection, waiting takes no wake subscription (it
+// would hold the only connection): the engine's other calls go on beside
+// a waiter, which learns of the release when it renews.
+func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		pool := &redis.Pool{MaxActive: 1, MaxIdle: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		t.Cleanup(func() { pool.Close() })
+		e := New(pool, WithNamespace(s.ns))
+		t.Cleanup(func() { e.Close(context.Background()) })
+		holder, err := s.engine().TryLock(ctx, "one", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := e.Lock(ctx, "one", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+		s.waitQueued(t, s.ns+"lock:{one}:queue", 1)
+		// A subscription, were one started, has the time to take the
+		// connection.
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && s.subscribers(t, e) == 0; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := e.TryLock(cctx, "two", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Errorf("a call beside a waiter on a pool of one connection: %v (%d subscribed to the engine's wake channel)", err, s.subscribers(t, e))
+		} else if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+	})
+}

@@ -869,3 +869,43 @@ func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 		}
 	})
 }
+
+// The wake subscription comes back for a waiter after it idled out: a
+// waiter of an engine whose last waiter left long ago is still woken by
+// the release, long before its next renewal.
+func TestSubscriptionComesBackAfterIdling(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		w := s.engine()
+		w.queueTTL, w.subIdle = slowRenewals, 50*time.Millisecond
+		holders := s.engine()
+		for round := 1; round <= 2; round++ {
+			held, err := holders.TryLock(ctx, "idle", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l, err := w.Lock(ctx, "idle", LockOptions{TTL: time.Minute, Wait: 5 * time.Second})
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			s.waitQueued(t, s.ns+"lock:{idle}:queue", 1)
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("round %d: the waiter, its renewals %v apart: %v", round, w.queueTTL/3, err)
+			}
+			// The subscription idles out.
+			for deadline := time.Now().Add(5 * time.Second); s.subscribers(t, w) != 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: the wake subscription still up 5s after the last waiter left (idle %v)", round, w.subIdle)
+				}
+			}
+		}
+	})
+}

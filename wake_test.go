@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -828,6 +829,7 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 // would hold the only connection): the engine's other calls go on beside
 // a waiter, which learns of the release when it renews.
 func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
+	testserver.Parallel(t) // gives a subscription time to show on purpose
 	servers(t, func(t *testing.T, s *server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)

@@ -455,6 +455,32 @@ func TestExtendBeatsLateExtension(t *testing.T) {
 	})
 }
 
+// A renewal numbered as the last one applied (a repeat, or a late
+// watchdog renewal an Extend's number has overtaken) changes nothing: the
+// script says it is stale (2) and the lease the applied one set stands.
+func TestRenewalNumberedAsAppliedChangesNothing(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx, e := ctxT(t), s.engine()
+		l, err := e.TryLock(ctx, "seq", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Extend(ctx, time.Hour); err != nil { // renewal number 1
+			t.Fatal(err)
+		}
+		c := s.pool.Get()
+		defer c.Close()
+		v, err := redis.Int64(scriptLockExtend.Do(c, s.ns+"lock:{seq}", l.Token(), time.Second.Milliseconds(), 1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pttl := s.pttl(t, s.ns+"lock:{seq}"); v != 2 || pttl < 59*time.Minute {
+			t.Errorf("renewal 1 with 1s again after Extend(1h) was renewal 1: reply %d, lease %v left; want 2 (stale) and the hour", v, pttl)
+		}
+	})
+}
+
 // defer l.Unlock(ctx) on a request context that was cancelled meanwhile
 // must still release the lock (README, "Locks": Unlock always tries).
 func TestUnlockOnDoneContext(t *testing.T) {

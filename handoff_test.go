@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -520,6 +521,94 @@ func TestNoLostWakeup(t *testing.T) {
 		}
 		if crashed.Load() == 0 || acquired.Load() < int64(12*rounds/2) {
 			t.Errorf("%d acquisitions, %d crashes: the test did not exercise what it checks", acquired.Load(), crashed.Load())
+		}
+	})
+}
+
+// A queue entry lapses at exactly its deadline by the server's clock: a
+// release 1 ms before it hands the lock to that entry's waiter, a release
+// at it passes over the entry to the next live waiter. (miniredis's
+// clock, moved by hand: a real server's cannot be stopped on a
+// millisecond.)
+func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
+	s := newMini(t)
+	ctx, e := ctxT(t), s.engine()
+	const entry = time.Second
+	for _, c := range []struct {
+		name  string
+		after time.Duration // from the head's queueing to the release
+		want  string        // who holds the lock after the release
+	}{
+		{"before", entry - time.Millisecond, "head"},
+		{"at", entry, "next"},
+	} {
+		holder, err := e.TryLock(ctx, c.name, LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.rawWaiter(t, c.name, "head", "nobody", entry)
+		s.rawWaiter(t, c.name, "next", "nobody", time.Hour)
+		s.advance(c.after)
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		info, err := e.LockInfo(ctx, c.name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Token != c.want {
+			t.Errorf("released %v after the head queued with a %v entry: holder %q with %v left (\"\": free), want %q", c.after, entry, info.Token, info.TTL, c.want)
+		}
+	}
+}
+
+// A waiter is told its place: how many entries are ahead of it when it
+// queues (its error says so when its wait runs out before a renewal);
+// and the head, with nobody ahead, is told how long the holder's lease
+// has left (it takes the lock then, not at its next renewal), where a
+// waiter further back is told nothing (-1).
+func TestWaitersAreToldTheirPlace(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx, e := ctxT(t), s.engine()
+		w := s.engine()
+		w.queueTTL = slowRenewals
+		// w's wake subscription is up before its waiter below queues: one
+		// coming up after would have it look again at once, and that
+		// renewal reads its place afresh.
+		if _, err := e.TryLock(ctx, "keep", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		kctx, cancel := context.WithCancel(ctx)
+		kept := make(chan struct{})
+		go func() {
+			defer close(kept)
+			w.Lock(kctx, "keep", LockOptions{TTL: time.Minute, Wait: time.Minute})
+		}()
+		defer func() { cancel(); <-kept }()
+		s.waitQueued(t, s.ns+"lock:{keep}:queue", 1)
+		s.waitSubscribed(t, w)
+
+		if _, err := e.TryLock(ctx, "place", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		k := func(suffix string) any { return s.ns + "lock:{place}" + suffix }
+		c := s.pool.Get()
+		defer c.Close()
+		for i, token := range []string{"a", "b"} {
+			v, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
+				token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:nobody"), s.ns+"wake:"))
+			if err != nil || len(v) != 4 {
+				t.Fatalf("queueing %s: %v, %v", token, v, err)
+			}
+			if hint, rank := v[1], v[2]; rank != int64(i) || (i == 0) != (hint > 0 && hint <= time.Minute.Milliseconds()) || (i > 0 && hint != -1) {
+				t.Errorf("waiter %d queues with rank %d and a hint of %d ms; want rank %d and the holder's PTTL for the head, -1 behind it", i+1, rank, hint, i)
+			}
+		}
+		// The wait ends long before the first renewal.
+		_, err := w.Lock(ctx, "place", LockOptions{TTL: time.Minute, Wait: 100 * time.Millisecond})
+		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), " 2 ahead in the queue") {
+			t.Errorf("a waiter queued behind two: %v, want ErrNotAcquired saying 2 ahead in the queue", err)
 		}
 	})
 }

@@ -184,3 +184,62 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 		}
 	})
 }
+
+// Every grant gives its name's fence counter the whole retention again
+// (locks, read-write locks, semaphores): a name used more often than its
+// retention keeps its counter, and its fences stay consecutive, however
+// long ago its first grant was. Here grants come 0.6 retentions apart, so
+// the third is 1.2 retentions after the first.
+func TestFenceCounterKeepsItsRetention(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		retention := 300 * time.Millisecond
+		if s.mini == nil {
+			retention = 2 * time.Second // a real server is waited on: 0.8 s of slack per gap
+		}
+		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		kinds := []struct {
+			counter string
+			take    func() (int64, error)
+		}{
+			{"lock:{fk}:fence", func() (int64, error) {
+				l, err := e.TryLock(ctx, "fk", LockOptions{TTL: time.Minute})
+				if err != nil {
+					return 0, err
+				}
+				return l.Fence(), l.Unlock(ctx)
+			}},
+			{"rw:{fk}:fence", func() (int64, error) {
+				l, err := e.TryWLock(ctx, "fk", LockOptions{TTL: time.Minute})
+				if err != nil {
+					return 0, err
+				}
+				return l.Fence(), l.Unlock(ctx)
+			}},
+			{"sem:{fk}:counter", func() (int64, error) {
+				p, err := e.TryAcquireSemaphore(ctx, "fk", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+				if err != nil {
+					return 0, err
+				}
+				return p.Fence(), p.Release(ctx)
+			}},
+		}
+		fences := make([][]int64, len(kinds))
+		for round := 0; round < 3; round++ {
+			if round > 0 {
+				s.advance(retention * 6 / 10)
+			}
+			for i, k := range kinds {
+				f, err := k.take()
+				if err != nil {
+					t.Fatalf("%s, grant %d: %v", k.counter, round+1, err)
+				}
+				fences[i] = append(fences[i], f)
+			}
+		}
+		for i, k := range kinds {
+			if f := fences[i]; f[1] != f[0]+1 || f[2] != f[1]+1 {
+				t.Errorf("%s: fences %v from grants %v apart (retention %v), want consecutive: the counter did not outlive its first grant by a retention", k.counter, f, retention*6/10, retention)
+			}
+		}
+	})
+}

@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 )
 
 // With miniredis's clock moved by hand a permit is gone exactly at its
@@ -211,4 +214,115 @@ func TestSemaphoreAcquirePurgesAtDeadline(t *testing.T) {
 	if err := first.Release(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Release of the purged permit: %v, want ErrNotHeld", err)
 	}
+}
+
+// rawSemWaiter queues token on a semaphore of limit 1 with the acquire
+// script, as a waiter that never renews nor confirms (it may as well be
+// dead), and returns its entry's deadline (server ms).
+func (s *server) rawSemWaiter(t *testing.T, name, token string, entry time.Duration) int64 {
+	t.Helper()
+	k := func(suffix string) any { return s.ns + "sem:{" + name + "}" + suffix }
+	c := s.pool.Get()
+	defer c.Close()
+	v, err := redis.Int64s(scriptSemAcquire.Do(c, k(""), k(":owner"), k(":counter"), k(":limit"), k(":queue"), k(":waiters"), k(":void:"+token),
+		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:nobody"), s.ns+"wake:", 1))
+	if err != nil || len(v) == 0 || v[0] != 0 {
+		t.Fatalf("queueing %s: %v, %v", token, v, err)
+	}
+	e, err := redis.String(s.do("HGET", k(":waiters"), token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline, err := strconv.ParseInt(e[:strings.IndexByte(e, ' ')], 10, 64)
+	if err != nil {
+		t.Fatalf("entry %q: %v", e, err)
+	}
+	return deadline
+}
+
+// A permit a release hands to a waiter lasts, until the waiter confirms
+// it, exactly to the waiter's queue entry's deadline: one handed to a
+// waiter that died frees its slot then, not later.
+func TestHandedPermitEndsWithItsEntry(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx, e := ctxT(t), s.engine()
+		o := SemaphoreOptions{Limit: 1, TTL: time.Minute}
+		p, err := e.TryAcquireSemaphore(ctx, "hp", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		const entry = time.Minute
+		deadline := s.rawSemWaiter(t, "hp", "gone", entry)
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		got, err := redis.Int64(s.do("ZSCORE", s.ns+"sem:{hp}", "gone"))
+		if err != nil {
+			t.Fatalf("the waiter was not handed the permit: %v", err)
+		}
+		if got != deadline {
+			t.Errorf("the permit handed to the waiter times out at %d, %d ms after its entry's deadline; want at it", got, got-deadline)
+		}
+		if s.mini == nil {
+			return
+		}
+		// The slot is free at the deadline, and not 1 ms before.
+		s.advance(entry - time.Millisecond)
+		if _, err := e.TryAcquireSemaphore(ctx, "hp", o); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("1ms before the handed permit's deadline: %v, want ErrNotAcquired", err)
+		}
+		s.advance(time.Millisecond)
+		if _, err := e.TryAcquireSemaphore(ctx, "hp", o); err != nil {
+			t.Errorf("at the handed permit's deadline: %v, want a permit", err)
+		}
+	})
+}
+
+// A limit SetSemaphoreLimit stored stays while the semaphore is used:
+// every grant gives it the fence retention again, so it outlives the
+// retention after it was set, and callers asking another Limit still
+// follow it. Here grants come 0.6 retentions apart.
+func TestSetLimitStaysWhileUsed(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		retention := 300 * time.Millisecond
+		if s.mini == nil {
+			retention = 2 * time.Second // a real server is waited on: 0.8 s of slack per gap
+		}
+		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		if err := e.SetSemaphoreLimit(ctx, "adm", 2); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 2; i++ {
+			s.advance(retention * 6 / 10)
+			p, err := e.TryAcquireSemaphore(ctx, "adm", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("grant %d: %v", i+1, err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info, err := e.SemaphoreInfo(ctx, "adm"); err != nil || info.Limit != 2 {
+			t.Errorf("SemaphoreInfo %v after SetSemaphoreLimit(2), used %v ago (retention %v) = %+v, %v; want limit 2",
+				2*retention*6/10, retention*6/10, retention, info, err)
+		}
+		var held []*Permit
+		for i := 0; i < 3; i++ {
+			p, err := e.TryAcquireSemaphore(ctx, "adm", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+			if err != nil {
+				if i < 2 || !errors.Is(err, ErrNotAcquired) {
+					t.Errorf("permit %d asking Limit 5 under the set 2: %v", i+1, err)
+				}
+				break
+			}
+			if i == 2 {
+				t.Errorf("a third permit asking Limit 5: the set limit of 2 was lost")
+			}
+			held = append(held, p)
+		}
+		for _, p := range held {
+			p.Release(ctx)
+		}
+	})
 }

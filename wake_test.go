@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -713,7 +715,13 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 			got <- l
 		}()
 		s.waitQueued(t, s.ns+"lock:{sk}:queue", 2)
-		s.advance(2 * testQueueTTL) // the dead entry lapses
+		// The dead entry lapses in real time (miniredis follows the wall
+		// clock here, and its ticker would undo a jump of its clock).
+		for deadline := time.Now().Add(5 * time.Second); s.liveWaiters(t, "lock:{sk}:waiters") != 1; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d live entries 5s after the dead one's %v lifetime began, want only the live waiter's", s.liveWaiters(t, "lock:{sk}:waiters"), testQueueTTL)
+			}
+		}
 		start := time.Now()
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -724,6 +732,191 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 			l.Unlock(ctx)
 		case <-time.After(5 * time.Second):
 			t.Fatalf("the live waiter behind a lapsed entry was not woken within 5s of the release (extensions every %v)", e.queueTTL/3)
+		}
+	})
+}
+
+// Arrival numbers grow across a queue's expiry too: once a queue's keys
+// are gone (its waiters died), the next entry's number is above those of
+// the entries before, so that a late wake-up for an old entry can never
+// match a new one.
+func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx, e := ctxT(t), s.engine()
+		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		const entry = 100 * time.Millisecond
+		queue, waiters := s.ns+"lock:{gen}:queue", s.ns+"lock:{gen}:waiters"
+		arrival := func(token string) int64 {
+			t.Helper()
+			s.rawWaiter(t, "gen", token, "x", entry)
+			v, err := redis.Int64(s.do("ZSCORE", queue, token))
+			if err != nil {
+				t.Fatalf("ZSCORE %s: %v", token, err)
+			}
+			return v
+		}
+		old := arrival("old")
+		s.advance(3 * entry) // the keys live two entry lifetimes
+		if n, _ := redis.Int(s.do("EXISTS", queue, waiters)); n != 0 {
+			t.Fatalf("%d of the queue's keys still there three entry lifetimes after its only entry", n)
+		}
+		if next := arrival("new"); next <= old {
+			t.Errorf("arrival number %d in a queue that expired, %d in it before: numbers went back", next, old)
+		}
+	})
+}
+
+// A wake-up names the queue entry it was for: one for an earlier entry of
+// the waiter's (which lapsed, the waiter having queued again since) is no
+// grant. The waiter looks again, and returns with what the release hands
+// its present entry.
+func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		pool := &countingGets{Pool: s.pool}
+		w := New(pool, WithNamespace(s.ns))
+		w.queueTTL = slowRenewals
+		t.Cleanup(func() { w.Close(context.Background()) })
+		holder, err := s.engine().TryLock(ctx, "early", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *Lock, 1)
+		go func() {
+			l, err := w.Lock(ctx, "early", LockOptions{TTL: time.Minute, Wait: time.Minute})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- l
+		}()
+		queue := s.ns + "lock:{early}:queue"
+		s.waitQueued(t, queue, 1)
+		s.waitSubscribed(t, w)
+		v, err := redis.Strings(s.do("ZRANGE", queue, 0, 0, "WITHSCORES"))
+		if err != nil || len(v) != 2 {
+			t.Fatalf("the queue: %q, %v", v, err)
+		}
+		token := v[0]
+		arrival, _ := strconv.ParseInt(v[1], 10, 64)
+		stale := holder.Fence() - 1 // what a release once handed the earlier entry
+		before := pool.n.Load()
+		s.must(t, "PUBLISH", w.wake.channel, fmt.Sprintf("%s %d %d", token, stale, arrival-1))
+		// The waiter either looks again (it takes a connection) or, wrongly,
+		// returns.
+		var early *Lock
+		for deadline := time.Now().Add(10 * time.Second); early == nil && pool.n.Load() == before; time.Sleep(time.Millisecond) {
+			select {
+			case early = <-got:
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the waiter neither looked again nor returned in 10s after a wake-up")
+			}
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := early
+		if l == nil {
+			l = <-got
+		}
+		if l != nil {
+			if l.Fence() != holder.Fence()+1 {
+				t.Errorf("the waiter returned with fence %d, from a wake-up for its earlier entry (arrival %d); its entry (arrival %d) was then handed %d",
+					l.Fence(), arrival-1, arrival, holder.Fence()+1)
+			}
+			l.Unlock(ctx)
+		}
+	})
+}
+
+// On a pool of one connection, waiting takes no wake subscription (it
+// would hold the only connection): the engine's other calls go on beside
+// a waiter, which learns of the release when it renews.
+func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
+	testserver.Parallel(t) // gives a subscription time to show on purpose
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		pool := &redis.Pool{MaxActive: 1, MaxIdle: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		t.Cleanup(func() { pool.Close() })
+		e := New(pool, WithNamespace(s.ns))
+		t.Cleanup(func() { e.Close(context.Background()) })
+		holder, err := s.engine().TryLock(ctx, "one", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			l, err := e.Lock(ctx, "one", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			got <- err
+		}()
+		s.waitQueued(t, s.ns+"lock:{one}:queue", 1)
+		// A subscription, were one started, has the time to take the
+		// connection.
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && s.subscribers(t, e) == 0; {
+			time.Sleep(5 * time.Millisecond)
+		}
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		l, err := e.TryLock(cctx, "two", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Errorf("a call beside a waiter on a pool of one connection: %v (%d subscribed to the engine's wake channel)", err, s.subscribers(t, e))
+		} else if err := l.Unlock(ctx); err != nil {
+			t.Error(err)
+		}
+		if err := holder.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Errorf("the waiter: %v", err)
+		}
+	})
+}
+
+// The wake subscription comes back for a waiter after it idled out: a
+// waiter of an engine whose last waiter left long ago is still woken by
+// the release, long before its next renewal.
+func TestSubscriptionComesBackAfterIdling(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		w := s.engine()
+		w.queueTTL, w.subIdle = slowRenewals, 50*time.Millisecond
+		holders := s.engine()
+		for round := 1; round <= 2; round++ {
+			held, err := holders.TryLock(ctx, "idle", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make(chan error, 1)
+			go func() {
+				l, err := w.Lock(ctx, "idle", LockOptions{TTL: time.Minute, Wait: 5 * time.Second})
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				got <- err
+			}()
+			s.waitQueued(t, s.ns+"lock:{idle}:queue", 1)
+			if err := held.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if err := <-got; err != nil {
+				t.Fatalf("round %d: the waiter, its renewals %v apart: %v", round, w.queueTTL/3, err)
+			}
+			// The subscription idles out.
+			for deadline := time.Now().Add(5 * time.Second); s.subscribers(t, w) != 0; time.Sleep(5 * time.Millisecond) {
+				if time.Now().After(deadline) {
+					t.Fatalf("round %d: the wake subscription still up 5s after the last waiter left (idle %v)", round, w.subIdle)
+				}
+			}
 		}
 	})
 }

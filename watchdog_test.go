@@ -4,6 +4,7 @@ package atomicredis
 // tested with the locks (engine_test.go).
 
 import (
+	"context"
 	"testing"
 	"time"
 )
@@ -64,5 +65,53 @@ func TestUnlockStopsWatchdog(t *testing.T) {
 		if held, err := next.Held(ctx); held || err != nil {
 			t.Errorf("the next holder's 200ms lease after 250ms: Held = %v, %v", held, err)
 		}
+	})
+}
+
+// Without a watchdog, Context ends a tenth of the lease before the lease
+// would end by the client's clock, counted from when the granting call
+// (or the Extend) was sent: that tenth is the margin for the client's
+// clock, so the guarded work stops before the next holder can start.
+// Permits likewise.
+func TestContextEndsATenthBeforeTheLease(t *testing.T) {
+	servers(t, func(t *testing.T, s *server) {
+		ctx, e := ctxT(t), s.engine()
+		check := func(what string, lease time.Duration, before, after time.Time, c context.Context) {
+			t.Helper()
+			dl, ok := c.Deadline()
+			if want := lease - lease/10; !ok || dl.Before(before.Add(want)) || dl.After(after.Add(want)) {
+				t.Errorf("%s: Context ends %v after the call was sent (within %v), want %v: the lease less a tenth", what, dl.Sub(before), after.Sub(before), want)
+			}
+		}
+		const lease = time.Minute
+		before := time.Now()
+		l, err := e.TryLock(ctx, "ctx", LockOptions{TTL: lease})
+		after := time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := l.Context(context.Background())
+		check("a lock", lease, before, after, c)
+		cancel()
+
+		before = time.Now()
+		err = l.Extend(ctx, 2*lease)
+		after = time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel = l.Context(context.Background())
+		check("a lock after Extend", 2*lease, before, after, c)
+		cancel()
+
+		before = time.Now()
+		p, err := e.TryAcquireSemaphore(ctx, "ctx", SemaphoreOptions{Limit: 1, TTL: lease})
+		after = time.Now()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel = p.Context(context.Background())
+		check("a permit", lease, before, after, c)
+		cancel()
 	})
 }

@@ -296,8 +296,8 @@ func (e *Engine) await(ctx context.Context, w *waiting, wk *waiter, hint time.Du
 		return false, w.ended(nil)
 	}
 	next := e.queueTTL / 3
-	if w.rank == 0 && hint > 0 && hint < next {
-		next = hint
+	if w.rank == 0 && hint >= 0 && hint < next {
+		next = hint // 0: the lease ends in this millisecond (its key goes in the next)
 	}
 	t := time.NewTimer(min(next, left))
 	defer t.Stop()

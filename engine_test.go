@@ -455,10 +455,10 @@ func TestExtendBeatsLateExtension(t *testing.T) {
 	})
 }
 
-// A renewal numbered as the last one applied (a repeat, or a late
-// watchdog renewal an Extend's number has overtaken) changes nothing: the
+// An extension numbered as the last one applied (a repeat, or a late
+// watchdog extension an Extend's number has overtaken) changes nothing: the
 // script says it is stale (2) and the lease the applied one set stands.
-func TestRenewalNumberedAsAppliedChangesNothing(t *testing.T) {
+func TestExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), s.engine()
@@ -466,7 +466,7 @@ func TestRenewalNumberedAsAppliedChangesNothing(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := l.Extend(ctx, time.Hour); err != nil { // renewal number 1
+		if err := l.Extend(ctx, time.Hour); err != nil { // extension number 1
 			t.Fatal(err)
 		}
 		c := s.pool.Get()
@@ -476,7 +476,7 @@ func TestRenewalNumberedAsAppliedChangesNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 		if pttl := s.pttl(t, s.ns+"lock:{seq}"); v != 2 || pttl < 59*time.Minute {
-			t.Errorf("renewal 1 with 1s again after Extend(1h) was renewal 1: reply %d, lease %v left; want 2 (stale) and the hour", v, pttl)
+			t.Errorf("extension 1 with 1s again after Extend(1h) was extension 1: reply %d, lease %v left; want 2 (stale) and the hour", v, pttl)
 		}
 	})
 }

@@ -563,19 +563,19 @@ func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
 }
 
 // A waiter is told its place: how many entries are ahead of it when it
-// queues (its error says so when its wait runs out before a renewal);
+// queues (its error says so when its wait runs out before an extension);
 // and the head, with nobody ahead, is told how long the holder's lease
-// has left (it takes the lock then, not at its next renewal), where a
+// has left (it takes the lock then, not at its next extension), where a
 // waiter further back is told nothing (-1).
 func TestWaitersAreToldTheirPlace(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), s.engine()
 		w := s.engine()
-		w.queueTTL = slowRenewals
+		w.queueTTL = slowExtensions
 		// w's wake subscription is up before its waiter below queues: one
 		// coming up after would have it look again at once, and that
-		// renewal reads its place afresh.
+		// extension reads its place afresh.
 		if _, err := e.TryLock(ctx, "keep", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
@@ -597,7 +597,7 @@ func TestWaitersAreToldTheirPlace(t *testing.T) {
 		defer c.Close()
 		for i, token := range []string{"a", "b"} {
 			v, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
-				token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:nobody"), s.ns+"wake:"))
+				token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.ns+"wake:"))
 			if err != nil || len(v) != 4 {
 				t.Fatalf("queueing %s: %v, %v", token, v, err)
 			}
@@ -605,7 +605,7 @@ func TestWaitersAreToldTheirPlace(t *testing.T) {
 				t.Errorf("waiter %d queues with rank %d and a hint of %d ms; want rank %d and the holder's PTTL for the head, -1 behind it", i+1, rank, hint, i)
 			}
 		}
-		// The wait ends long before the first renewal.
+		// The wait ends long before the first extension.
 		_, err := w.Lock(ctx, "place", LockOptions{TTL: time.Minute, Wait: 100 * time.Millisecond})
 		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), " 2 ahead in the queue") {
 			t.Errorf("a waiter queued behind two: %v, want ErrNotAcquired saying 2 ahead in the queue", err)

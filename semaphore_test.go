@@ -217,7 +217,7 @@ func TestSemaphoreAcquirePurgesAtDeadline(t *testing.T) {
 }
 
 // rawSemWaiter queues token on a semaphore of limit 1 with the acquire
-// script, as a waiter that never renews nor confirms (it may as well be
+// script, as a waiter that never extends nor confirms (it may as well be
 // dead), and returns its entry's deadline (server ms).
 func (s *server) rawSemWaiter(t *testing.T, name, token string, entry time.Duration) int64 {
 	t.Helper()
@@ -225,7 +225,7 @@ func (s *server) rawSemWaiter(t *testing.T, name, token string, entry time.Durat
 	c := s.pool.Get()
 	defer c.Close()
 	v, err := redis.Int64s(scriptSemAcquire.Do(c, k(""), k(":owner"), k(":counter"), k(":limit"), k(":queue"), k(":waiters"), k(":void:"+token),
-		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), k(":inbox:nobody"), s.ns+"wake:", 1))
+		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.ns+"wake:", 1))
 	if err != nil || len(v) == 0 || v[0] != 0 {
 		t.Fatalf("queueing %s: %v, %v", token, v, err)
 	}

@@ -779,7 +779,7 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 		ctx := ctxT(t)
 		pool := &countingGets{Pool: s.pool}
 		w := New(pool, WithNamespace(s.ns))
-		w.queueTTL = slowRenewals
+		w.queueTTL = slowExtensions
 		t.Cleanup(func() { w.Close(context.Background()) })
 		holder, err := s.engine().TryLock(ctx, "early", LockOptions{TTL: time.Minute})
 		if err != nil {
@@ -836,7 +836,7 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 
 // On a pool of one connection, waiting takes no wake subscription (it
 // would hold the only connection): the engine's other calls go on beside
-// a waiter, which learns of the release when it renews.
+// a waiter, which learns of the release when it extends.
 func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 	testserver.Parallel(t) // gives a subscription time to show on purpose
 	servers(t, func(t *testing.T, s *server) {
@@ -883,13 +883,13 @@ func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 
 // The wake subscription comes back for a waiter after it idled out: a
 // waiter of an engine whose last waiter left long ago is still woken by
-// the release, long before its next renewal.
+// the release, long before its next extension.
 func TestSubscriptionComesBackAfterIdling(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
 		w := s.engine()
-		w.queueTTL, w.subIdle = slowRenewals, 50*time.Millisecond
+		w.queueTTL, w.subIdle = slowExtensions, 50*time.Millisecond
 		holders := s.engine()
 		for round := 1; round <= 2; round++ {
 			held, err := holders.TryLock(ctx, "idle", LockOptions{TTL: time.Minute})
@@ -909,7 +909,7 @@ func TestSubscriptionComesBackAfterIdling(t *testing.T) {
 				t.Fatal(err)
 			}
 			if err := <-got; err != nil {
-				t.Fatalf("round %d: the waiter, its renewals %v apart: %v", round, w.queueTTL/3, err)
+				t.Fatalf("round %d: the waiter, its extensions %v apart: %v", round, w.queueTTL/3, err)
 			}
 			// The subscription idles out.
 			for deadline := time.Now().Add(5 * time.Second); s.subscribers(t, w) != 0; time.Sleep(5 * time.Millisecond) {

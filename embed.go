@@ -61,17 +61,107 @@ var (
 // the caller passes the count), for tests.
 var scripts = map[string]struct{ keys int }{}
 
-// load reads scripts/<name>.lua and puts the libraries it uses,
-// scripts/lib/<lib>.lua (local functions, such as the waiting queue's), in
-// front of it: one piece of Lua, written once, in every script that needs it.
+// load reads scripts/<name>.lua and puts in it the functions of the
+// libraries it names (scripts/lib/<lib>.lua: local functions, such as the
+// waiting queue's) that it calls, directly or through each other: one
+// piece of Lua, written once, in every script that needs it, and only
+// what a script calls, since a script defines its functions anew on every
+// call. They go at the script's line "-- (libraries)", so that a common
+// case answered above that line defines none of them, or in front of it.
 func load(name string, keyCount int, libs ...string) *redis.Script {
-	var src strings.Builder
+	body := embedded("scripts/" + name + ".lua")
+	var funcs []libFunc
 	for _, lib := range libs {
-		src.WriteString(embedded("scripts/lib/" + lib + ".lua"))
+		funcs = append(funcs, libFuncs(embedded("scripts/lib/"+lib+".lua"))...)
 	}
-	src.WriteString(embedded("scripts/" + name + ".lua"))
+	var lua strings.Builder
+	for _, f := range called(body, funcs) {
+		lua.WriteString(f.src)
+	}
+	src := lua.String() + body
+	if before, after, ok := strings.Cut(body, libraryLine); ok {
+		src = before + lua.String() + after
+	}
 	scripts[name] = struct{ keys int }{keyCount}
-	return redis.NewScript(keyCount, src.String())
+	return redis.NewScript(keyCount, src)
+}
+
+// libraryLine marks where a script wants its library functions.
+const libraryLine = "-- (libraries)\n"
+
+// libFunc is one local function of a library, with the comment above it.
+type libFunc struct {
+	name, src string
+}
+
+// libFuncs splits a library into its top-level local functions, each from
+// the comment lines above it to its closing "end" at the line's start.
+func libFuncs(lib string) []libFunc {
+	var funcs []libFunc
+	var comment, cur strings.Builder
+	name := ""
+	for _, line := range strings.SplitAfter(lib, "\n") {
+		switch {
+		case name != "":
+			cur.WriteString(line)
+			if strings.TrimRight(line, "\n") == "end" {
+				funcs = append(funcs, libFunc{name, cur.String()})
+				name = ""
+				cur.Reset()
+			}
+		case strings.HasPrefix(line, "local function "):
+			name, _, _ = strings.Cut(strings.TrimPrefix(line, "local function "), "(")
+			cur.WriteString(comment.String())
+			cur.WriteString(line)
+			comment.Reset()
+		case strings.HasPrefix(line, "--"):
+			comment.WriteString(line)
+		default:
+			comment.Reset()
+		}
+	}
+	return funcs
+}
+
+// called returns the functions of funcs that body calls, directly or
+// through each other, in their order in funcs (each before its callers).
+func called(body string, funcs []libFunc) []libFunc {
+	need := map[string]bool{}
+	for grew, text := true, body; grew; {
+		grew = false
+		for _, f := range funcs {
+			if !need[f.name] && calls(text, f.name) {
+				need[f.name], grew = true, true
+				text += f.src
+			}
+		}
+	}
+	var out []libFunc
+	for _, f := range funcs {
+		if need[f.name] {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// calls reports whether the Lua text calls the function name.
+func calls(text, name string) bool {
+	for i := strings.Index(text, name+"("); i >= 0; {
+		if i == 0 || !isIdent(text[i-1]) {
+			return true
+		}
+		j := strings.Index(text[i+1:], name+"(")
+		if j < 0 {
+			return false
+		}
+		i += 1 + j
+	}
+	return false
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
 }
 
 func embedded(path string) string {

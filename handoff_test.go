@@ -438,7 +438,7 @@ var freeWithWaiters = redis.NewScript(2, `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local free = 0
-if not redis.call('HGET', KEYS[1], 'token') then
+if not redis.call('GET', KEYS[1]) then
   for _, e in ipairs(redis.call('HVALS', KEYS[2])) do
     if tonumber(string.sub(e, 1, string.find(e, ' ', 1, true) - 1)) > now then free = 1 end
   end

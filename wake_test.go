@@ -314,7 +314,7 @@ func TestUnconfirmedHandoffLapses(t *testing.T) {
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _ := redis.String(s.do("HGET", s.ns+"lock:{lap}", "token")); tok != "gone" {
+		if tok, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{lap}")); tok != "gone" {
 			t.Fatalf("after the release the lock is %q's, want the head's (gone)", tok)
 		}
 		if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{lap}")); pttl <= 0 || pttl > testQueueTTL.Milliseconds() {
@@ -328,7 +328,7 @@ func TestUnconfirmedHandoffLapses(t *testing.T) {
 		}
 		// The lapsed waiter's late call does not take the lock back.
 		s.rawWaiter(t, "lap", "gone", "nobody", testQueueTTL)
-		if tok, _ := redis.String(s.do("HGET", s.ns+"lock:{lap}", "token")); tok != l.Token() {
+		if tok, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{lap}")); tok != l.Token() {
 			t.Errorf("after the lapsed waiter's late call the lock is %q's, want the live waiter's", tok)
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -453,7 +453,7 @@ func TestAbandonPassesTheLockOn(t *testing.T) {
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _ := redis.String(s.do("HGET", s.ns+"lock:{ab}", "token")); tok != "walks-away" {
+		if tok, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{ab}")); tok != "walks-away" {
 			t.Fatalf("handed to %q, want the head", tok)
 		}
 		k := func(suffix string) any { return s.ns + "lock:{ab}" + suffix }

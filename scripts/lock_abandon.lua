@@ -11,7 +11,7 @@
 -- reply: 1 if the caller held the lock and it was passed on or freed, 0
 -- otherwise.
 local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
-local held = redis.call('HGET', k.lock, 'token') == ARGV[1]
+local held = lock_read(k.lock) == ARGV[1]
 local last, err = counter_read(k.fence)
 if err then return err end
 local queued = redis.call('ZCARD', k.q)

@@ -2,7 +2,7 @@
 -- ahead of the caller; otherwise, in wait mode, queue (or extend the
 -- caller's queue entry). A waiter the lock was handed to picks it up here
 -- if its wake-up did not reach it.
--- KEYS[1] lock (hash: token, seq, fence), KEYS[2] fence counter, KEYS[3]
+-- KEYS[1] lock ("token fence seq"), KEYS[2] fence counter, KEYS[3]
 -- queue, KEYS[4] waiters, KEYS[5] this token's abandon mark (set by
 -- lock_abandon when the caller gave up)
 -- ARGV[1] token, ARGV[2] mode: 0 one try, 1 wait, 2 wait and the caller
@@ -21,22 +21,39 @@
 -- fails the script with nothing changed (the waiters hash by its first
 -- write, before any other). The fence is set in the same script as the
 -- lease: no taker ever goes without one. A one-try caller never jumps a
--- queue of live waiters. With nobody queued (the common case) there is no
--- clock to read and no queue to walk; while another holds the lock, a
--- waiter reads neither the counter nor the queue's head.
-local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
+-- queue of live waiters. The common case comes first and alone: the lock
+-- free, nobody queued, the token not abandoned (one EXISTS for both), the
+-- counter INCRed (its first write, so a counter of the wrong type fails it
+-- with nothing written) and its retention renewed, the lock SET; the
+-- shared Lua after it is only defined when it is needed. While another
+-- holds the lock, a waiter reads neither the counter nor the queue's head.
 local token = ARGV[1]
-local holder = redis.call('HMGET', k.lock, 'token', 'fence')
-if holder[1] == token then -- handed over while queued: pick it up
+local v = redis.call('GET', KEYS[1])
+if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
+  local f = redis.call('INCR', KEYS[2])
+  if f == 1 then -- the counter was gone: start from the clock
+    local t = redis.call('TIME')
+    f = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[5])
+  else
+    redis.call('PEXPIRE', KEYS[2], ARGV[5])
+  end
+  redis.call('SET', KEYS[1], token .. ' ' .. string.format('%.0f', f) .. ' 0', 'PX', ARGV[4])
+  return {1, f}
+end
+-- (libraries)
+local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
+local holder, fence = lock_read(k.lock)
+if holder == token then -- handed over while queued: pick it up
   redis.call('PEXPIRE', k.lock, ARGV[4])
-  return {1, tonumber(holder[2])}
+  return {1, fence}
 end
 local queued = redis.call('ZCARD', k.q)
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {2}
 end
 local now = 0
-if not holder[1] then -- free: the caller takes it unless a live waiter is ahead
+if not holder then -- free: the caller takes it unless a live waiter is ahead
   local last, err = counter_read(k.fence)
   if err then return err end
   local head = nil
@@ -63,7 +80,7 @@ if now == 0 then
 end
 local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2')
 local pttl = -1
-if holder[1] and rank == 0 then
+if holder and rank == 0 then
   pttl = redis.call('PTTL', k.lock) -- the head takes over when the lease ends
 end
 return {0, pttl, rank, arrival}

@@ -5,7 +5,7 @@
 -- reply: 1 if it was held (and is now free or handed over), 0 if it was
 -- free.
 local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
-if not redis.call('HGET', k.lock, 'token') then
+if not lock_read(k.lock) then
   return 0
 end
 local err = lock_unlock(k, ARGV[1], ARGV[2])

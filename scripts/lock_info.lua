@@ -3,9 +3,10 @@
 -- KEYS[1] lock, KEYS[2] waiters
 -- reply: {holder's token (false if free), its fence, its PTTL in ms, live
 -- waiters}.
-local holder = redis.call('HMGET', KEYS[1], 'token', 'fence')
-local pttl = -1
-if holder[1] then
+local v = redis.call('GET', KEYS[1])
+local token, fence, pttl = false, '0', -1
+if v then
+  token, fence = string.match(v, '^(%S+) (%d+) ')
   pttl = redis.call('PTTL', KEYS[1])
 end
-return {holder[1], tonumber(holder[2]) or 0, pttl, q_live(KEYS[2], now_ms())}
+return {token, fence, pttl, q_live(KEYS[2], now_ms())}

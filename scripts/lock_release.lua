@@ -5,10 +5,20 @@
 -- prefix
 -- reply: 1 if it was held (and is now free or handed over), 0 if the
 -- caller no longer held it.
-local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
-if redis.call('HGET', k.lock, 'token') ~= ARGV[1] then
+--
+-- With nobody queued (the common case) it reads the lock and the queue's
+-- existence and deletes the lock; the shared Lua after it is only defined
+-- when a waiter may be handed the lock.
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
   return 0
 end
+if redis.call('EXISTS', KEYS[3]) == 0 then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+-- (libraries)
+local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
 local err = lock_unlock(k, ARGV[2], ARGV[3])
 if err then return err end
 return 1

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis"
-	"github.com/gomodule/redigo/redis"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 type lockOpts = atomicredis.LockOptions
@@ -105,7 +105,7 @@ func lockStaleHolder(t *testing.T, s *server) {
 	if held, err := fresh.Held(ctx); !held || err != nil {
 		t.Errorf("the new holder's Held = %v, %v after the stale holder's calls", held, err)
 	}
-	if v, err := redis.String(s.do("HGET", s.ns+"lock:{job}", "token")); v != fresh.Token() {
+	if v, err := testserver.LockHolder(s.do("GET", s.ns+"lock:{job}")); v != fresh.Token() {
 		t.Errorf("lock holds token %q (%v), want the new holder's", v, err)
 	}
 	if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second || ttl > time.Minute {
@@ -229,7 +229,7 @@ func lockContext(t *testing.T, s *server) {
 	t.Logf("%d of 200 acquisitions cut off by their context", cut)
 	settle(t, e)
 	if locked, err := s.engine().IsLocked(context.Background(), "cut"); err != nil || locked {
-		holder, _ := redis.String(s.do("HGET", s.ns+"lock:{cut}", "token"))
+		holder, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{cut}"))
 		voids, _ := s.ts.KeysMatching(s.ns + "lock:{cut}:void:*")
 		t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, holder, len(voids), voids[:min(3, len(voids))])
 	}

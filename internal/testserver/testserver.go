@@ -24,6 +24,7 @@ package testserver
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"sort"
@@ -288,4 +289,15 @@ func Context(t testing.TB) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
+}
+
+// LockHolder is the token of a lock's holder from a GET of its key (the
+// value "token fence seq"), "" if the lock is free.
+func LockHolder(reply any, err error) (string, error) {
+	v, err := redis.String(reply, err)
+	if errors.Is(err, redis.ErrNil) {
+		return "", nil
+	}
+	token, _, _ := strings.Cut(v, " ")
+	return token, err
 }

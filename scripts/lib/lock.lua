@@ -1,11 +1,20 @@
 -- lock: the keys of a lock and its handoff (shared by the lock scripts;
--- needs lib/queue.lua). k names the keys: lock (hash: token, seq, fence;
--- it lives as long as the lease), fence (the counter), q, w (the queue).
+-- needs lib/queue.lua). k names the keys: lock (a string "token fence
+-- seq": the holder, its fence and its last extension's number; it lives
+-- as long as the lease), fence (the counter), q, w (the queue).
+
+-- lock_read returns the lock's holder, fence and extension number, nil if
+-- it is free.
+local function lock_read(lock)
+  local v = redis.call('GET', lock)
+  if not v then return nil end
+  local token, fence, seq = string.match(v, '^(%S+) (%d+) (%d+)$')
+  return token, tonumber(fence), tonumber(seq)
+end
 
 -- lock_grant makes token the holder with fence f for ms milliseconds.
 local function lock_grant(k, token, f, ms)
-  redis.call('HSET', k.lock, 'token', token, 'seq', 0, 'fence', fmt(f))
-  redis.call('PEXPIRE', k.lock, ms)
+  redis.call('SET', k.lock, token .. ' ' .. fmt(f) .. ' 0', 'PX', ms)
 end
 
 -- lock_handoff gives the lock, which the caller has just freed, to the

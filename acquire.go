@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"time"
@@ -47,8 +48,10 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 		return obj.err(err)
 	}
 	token = r.prefix + token
-	keys := r.ops.keys(obj)
-	a := &acquisition{obj: obj, ops: r.ops, keys: append(keys, obj.key(":void:"+token)), token: token, tokenArg: token,
+	all := r.ops.keysAnd(obj, ":void:", token) // the object's keys and the token's abandon mark
+	keys := all[: len(all)-1 : len(all)-1]
+	a := &h.acq // in h, allocated already
+	*a = acquisition{obj: obj, ops: r.ops, keys: all, token: token, tokenArg: token,
 		lease: lease, wait: wait, extra: r.extra}
 	g, err := e.acquire(ctx, a)
 	if err == nil {
@@ -74,12 +77,27 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 
 // newToken is a holding's random identifier.
 func newToken() (string, error) {
-	id, err := uuid.NewRandom()
-	if err != nil {
+	var id uuid.UUID // a version 4 UUID, read into place: one allocation, its string
+	if _, err := rand.Read(id[:]); err != nil {
 		return "", fmt.Errorf("token: %w", err)
 	}
+	id[6] = id[6]&0x0f | 0x40
+	id[8] = id[8]&0x3f | 0x80
 	return id.String(), nil
 }
+
+// msArg is d in ms as a script argument, boxed once for the defaults.
+func msArg(d time.Duration) any {
+	switch d {
+	case DefaultTTL:
+		return defaultTTLArg
+	case defaultQueueTTL:
+		return defaultQueueTTLArg
+	}
+	return d.Milliseconds()
+}
+
+var defaultTTLArg, defaultQueueTTLArg any = DefaultTTL.Milliseconds(), defaultQueueTTL.Milliseconds()
 
 // acquisition is one attempt to take an object, waiting or not: its
 // scripts, their keys, and the arguments after the standard ones.
@@ -102,6 +120,7 @@ type acquisition struct {
 	lease    time.Duration
 	wait     time.Duration // 0: one attempt
 	extra    []any
+	args     [16]any // room for the acquire script's arguments
 }
 
 // attempt is an acquire script's reply.
@@ -118,23 +137,29 @@ type attempt struct {
 }
 
 func decodeAttempt(reply any) (a attempt, err error) {
-	v, err := redis.Int64s(reply, nil)
-	if err != nil || len(v) == 0 {
-		return a, fmt.Errorf("unexpected reply %v", reply)
+	var v [6]int64
+	vs, _ := reply.([]any)
+	n := len(vs)
+	for i, x := range vs {
+		f, ok := x.(int64)
+		if !ok || i >= len(v) {
+			return a, fmt.Errorf("unexpected reply %v", reply)
+		}
+		v[i] = f
 	}
 	switch {
-	case v[0] == 1 && len(v) == 2:
+	case n == 2 && v[0] == 1:
 		a.granted, a.fence = true, v[1]
-	case v[0] == 2:
+	case n == 1 && v[0] == 2:
 		a.abandoned = true
-	case v[0] == 3:
+	case n == 1 && v[0] == 3:
 		a.noLimit = true
-	case v[0] == 0 && len(v) >= 4:
+	case n >= 4 && v[0] == 0:
 		a.hint, a.rank, a.arrival = time.Duration(v[1])*time.Millisecond, v[2], v[3]
 		if v[1] < 0 {
 			a.hint = -1
 		}
-		if len(v) == 6 {
+		if n == 6 {
 			a.limit, a.held = v[4], v[5]
 		}
 	default:
@@ -211,9 +236,9 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 		wk = e.wake.join(a.token)
 		defer e.wake.leave(a.token)
 	}
-	args := make([]any, 0, len(a.keys)+7+len(a.extra))
-	args = append(append(args, a.keys...), a.tokenArg, mode, e.queueTTL.Milliseconds(), a.lease.Milliseconds(),
-		e.retentionArg, e.id, e.wakeArg)
+	args := a.args[:0] // a's own room: no allocation for the common shapes
+	args = append(append(args, a.keys...), a.tokenArg, mode, msArg(e.queueTTL), msArg(a.lease),
+		e.retentionArg, e.idArg, e.wakeArg)
 	args = append(args, a.extra...)
 	var pause time.Duration
 	for {

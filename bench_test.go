@@ -149,8 +149,8 @@ func measureAllocs(r *round, op func(int) error) error {
 func init() {
 	targets = append(targets,
 		target{"lock cycle: observer (doing nothing) time ÷ none", [2]string{"BenchmarkLock/lua+observer", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, "<=", 1.05},
-		target{"lock cycle: server µs ÷ v1's scripts", [2]string{"BenchmarkLock/lua", "srv-us/op"}, [2]string{"BenchmarkLock/v1", "srv-us/op"}, "<=", 1.15},
-		target{"lock cycle: allocations", [2]string{"BenchmarkLock/lua", "allocs/op"}, [2]string{}, "<=", 35},
+		target{"lock cycle: server µs ÷ v1's scripts", [2]string{"BenchmarkLock/lua", "srv-us/op"}, [2]string{"BenchmarkLock/v1", "srv-us/op"}, "<=", 1.0},
+		target{"lock cycle: allocations", [2]string{"BenchmarkLock/lua", "allocs/op"}, [2]string{}, "<=", 20},
 	)
 }
 

@@ -148,6 +148,7 @@ type Engine struct {
 	logger      *slog.Logger  // WithLogger
 
 	id           string        // names this engine's wake channel
+	idArg        any           // id, as the scripts take it
 	wakeArg      any           // <ns>wake:, the channels' prefix, as the scripts take it
 	retentionArg any           // the fence retention in ms, as the scripts take it
 	queueTTL     time.Duration // a queue entry's lifetime unless extended
@@ -190,7 +191,7 @@ func New(pool Pool, opts ...Option) *Engine {
 		e.reject(fmt.Errorf("replica ack timeout %v: must be shorter than the call timeout %v: %w", e.ackTimeout, e.callTimeout, ErrInvalid))
 	}
 	e.wake = waker{e: e, channel: e.ns + "wake:" + e.id, budget: subscriptionBudget(pool)}
-	e.wakeArg, e.retentionArg = e.ns+"wake:", e.retention.Milliseconds()
+	e.wakeArg, e.retentionArg, e.idArg = e.ns+"wake:", e.retention.Milliseconds(), e.id
 	return e
 }
 
@@ -371,6 +372,16 @@ func (e *Engine) object(k *kind, name string) (object, error) {
 // braces make every key of one object hash to the same cluster slot.
 func (o object) key(suffix string) string {
 	return o.ns + o.kind.word + ":{" + o.name + "}" + suffix
+}
+
+// writeKey writes key(suffix) to b.
+func (o object) writeKey(b *strings.Builder, suffix string) {
+	b.WriteString(o.ns)
+	b.WriteString(o.kind.word)
+	b.WriteString(":{")
+	b.WriteString(o.name)
+	b.WriteString("}")
+	b.WriteString(suffix)
 }
 
 func (o object) err(err error) error {

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"time"
 
@@ -23,9 +24,42 @@ type holdOps struct {
 
 // keys are the object's keys in the scripts' order.
 func (ops *holdOps) keys(o object) []any {
-	keys := make([]any, len(ops.suffixes), len(ops.suffixes)+1)
-	for i, s := range ops.suffixes {
-		keys[i] = o.key(s)
+	return ops.keysAnd(o)
+}
+
+// keysAnd is keys followed by the key whose suffix is the concatenation
+// of more, if any. The keys are cut from one string: one allocation, not
+// one a key.
+func (ops *holdOps) keysAnd(o object, more ...string) []any {
+	suffix := 0
+	for _, s := range more {
+		suffix += len(s)
+	}
+	base := len(o.ns) + len(o.kind.word) + len(o.name) + 3 // <ns><word>:{<name>}
+	n := base*(len(ops.suffixes)+1) + suffix
+	for _, s := range ops.suffixes {
+		n += len(s)
+	}
+	var b strings.Builder
+	b.Grow(n)
+	for _, s := range ops.suffixes {
+		o.writeKey(&b, s)
+	}
+	if len(more) > 0 {
+		o.writeKey(&b, "")
+		for _, s := range more {
+			b.WriteString(s)
+		}
+	}
+	all := b.String()
+	keys := make([]any, 0, len(ops.suffixes)+1)
+	at := 0
+	for _, s := range ops.suffixes {
+		keys = append(keys, all[at:at+base+len(s)])
+		at += base + len(s)
+	}
+	if len(more) > 0 {
+		keys = append(keys, all[at:])
 	}
 	return keys
 }
@@ -58,7 +92,8 @@ type holding struct {
 	watchDone chan struct{}      // closed when the watchdog ends
 	reset     chan struct{}      // tells the watchdog the lease changed
 
-	releasing sync.Mutex // held by the release under way: the caller's or Close's
+	acq       acquisition // how it was taken (take's, kept here to save an allocation)
+	releasing sync.Mutex  // held by the release under way: the caller's or Close's
 
 	mu         sync.Mutex
 	lease      time.Duration                         // what extensions ask for
@@ -338,7 +373,7 @@ func (h *holding) release(ctx context.Context) error {
 	case !released:
 		return h.notHeld()
 	}
-	h.released(h.obj.errorf("fence %d: released", h.fence))
+	h.released(errReleased)
 	return nil
 }
 
@@ -381,8 +416,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
-	n := len(h.keys)
-	args := append(h.keys[:n:n], h.tokenArg, h.e.retentionArg, h.e.wakeArg)
+	args := append(append(h.acq.args[:0], h.keys...), h.tokenArg, h.e.retentionArg, h.e.wakeArg) // the acquisition's room, done with
 	var (
 		unanswered error // an earlier attempt's, sent and not answered: it may have released
 		last       error // the last attempt's failure
@@ -443,6 +477,18 @@ func (h *holding) unanswered(caller context.Context, err, last error, deadline t
 	return h.obj.errorf("fence %d: unanswered within %v", h.fence, within.Round(time.Millisecond))
 }
 
+// errReleased stands for the cause of a holding its caller released until
+// a context needs it (cause), so that a release builds no error.
+var errReleased = errors.New("released")
+
+// cause is the cause of h's end, built from errReleased if it is that.
+func (h *holding) cause(ended error) error {
+	if ended == errReleased {
+		return h.obj.errorf("fence %d: released", h.fence)
+	}
+	return ended
+}
+
 // released ends h, released, with cause, and tells the observer.
 func (h *holding) released(cause error) {
 	h.end(cause)
@@ -479,6 +525,9 @@ func (h *holding) end(cause error) bool {
 	contexts := h.contexts
 	h.contexts = nil
 	h.mu.Unlock()
+	if len(contexts) > 0 {
+		cause = h.cause(cause)
+	}
 	for cancel := range contexts {
 		(*cancel)(cause)
 	}
@@ -540,7 +589,7 @@ func (h *holding) context(parent context.Context) (context.Context, context.Canc
 	ctx, cancelCause := context.WithCancelCause(base)
 	cancel := context.CancelCauseFunc(func(cause error) { cancelCause(cause); stop() })
 	if h.ended != nil {
-		cancel(h.ended)
+		cancel(h.cause(h.ended))
 		return ctx, func() {}
 	}
 	if h.contexts == nil {

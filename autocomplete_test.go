@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -251,7 +252,9 @@ func uniqueSorted(in []string) []string {
 
 func TestActivityManyPeriods(t *testing.T) {
 	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+		// One script reads 2,500 indexes: on miniredis under -race on a busy
+		// machine that can take longer than the default call timeout.
+		ctx, e := ctxT(t), s.engine(WithCallTimeout(30*time.Second))
 		var periods []string
 		for i := 0; i < 2500; i++ {
 			periods = append(periods, "p"+strings.Repeat("x", i%7)+string(rune('0'+i%10))+string(rune('a'+i/10%26))+string(rune('A'+i/260)))

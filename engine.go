@@ -270,42 +270,6 @@ func (e *Engine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// adopt registers h, just granted, so that Close releases it, and starts
-// its watchdog if watch; false, doing neither, if the engine is closed.
-// Every so often it prunes the registry of holdings whose lease has run
-// out by the client's clock (no watchdog extends them, and Close need not
-// release them).
-func (e *Engine) adopt(h *holding, watch bool) bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.closed {
-		return false
-	}
-	if e.held == nil {
-		e.held = map[*holding]struct{}{}
-	}
-	if len(e.held) >= e.pruneAt {
-		for old := range e.held {
-			if old.leaseOver() {
-				delete(e.held, old)
-			}
-		}
-		e.pruneAt = max(1024, 2*len(e.held))
-	}
-	e.held[h] = struct{}{}
-	if watch {
-		h.startWatchdog()
-	}
-	return true
-}
-
-// disown forgets h, released or lost.
-func (e *Engine) disown(h *holding) {
-	e.mu.Lock()
-	delete(e.held, h)
-	e.mu.Unlock()
-}
-
 func (e *Engine) isClosed() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()

@@ -29,7 +29,7 @@
 -- holds the lock, a waiter reads neither the counter nor the queue's head.
 local token = ARGV[1]
 local v = redis.call('GET', KEYS[1])
-if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
+if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then -- the common case
   local f = redis.call('INCR', KEYS[2])
   if f == 1 then -- the counter was gone: start from the clock
     local t = redis.call('TIME')
@@ -43,7 +43,7 @@ if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then
 end
 -- (libraries)
 local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
-local holder, fence = lock_read(k.lock)
+local holder, fence = lock_parse(v)
 if holder == token then -- handed over while queued: pick it up
   redis.call('PEXPIRE', k.lock, ARGV[4])
   return {1, fence}

@@ -7,18 +7,19 @@
 -- caller no longer held it.
 --
 -- With nobody queued (the common case) it reads the lock and the queue's
--- existence and deletes the lock; the shared Lua after it is only defined
+-- length and deletes the lock; the shared Lua after it is only defined
 -- when a waiter may be handed the lock.
 local v = redis.call('GET', KEYS[1])
 if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
   return 0
 end
-if redis.call('EXISTS', KEYS[3]) == 0 then
+local queued = redis.call('ZCARD', KEYS[3])
+if queued == 0 then
   redis.call('DEL', KEYS[1])
   return 1
 end
 -- (libraries)
 local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
-local err = lock_unlock(k, ARGV[2], ARGV[3])
+local err = lock_unlock(k, ARGV[2], ARGV[3], queued)
 if err then return err end
 return 1

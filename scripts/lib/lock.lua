@@ -3,13 +3,18 @@
 -- seq": the holder, its fence and its last extension's number; it lives
 -- as long as the lease), fence (the counter), q, w (the queue).
 
--- lock_read returns the lock's holder, fence and extension number, nil if
--- it is free.
-local function lock_read(lock)
-  local v = redis.call('GET', lock)
+-- lock_parse returns the holder, fence and extension number of a lock's
+-- value v (as GET read it), nil if v is (the lock is free).
+local function lock_parse(v)
   if not v then return nil end
   local token, fence, seq = string.match(v, '^(%S+) (%d+) (%d+)$')
   return token, tonumber(fence), tonumber(seq)
+end
+
+-- lock_read returns the lock's holder, fence and extension number, nil if
+-- it is free.
+local function lock_read(lock)
+  return lock_parse(redis.call('GET', lock))
 end
 
 -- lock_grant makes token the holder with fence f for ms milliseconds.
@@ -42,9 +47,11 @@ local function lock_free(k, queued, last, retention, wake)
 end
 
 -- lock_unlock frees the lock, whose holder the caller has checked: it
--- reads the queue and, if someone waits, the counter, then lock_free.
-local function lock_unlock(k, retention, wake)
-  local queued, last = redis.call('ZCARD', k.q), nil
+-- reads the queue (unless the caller did: queued) and, if someone waits,
+-- the counter, then lock_free.
+local function lock_unlock(k, retention, wake, queued)
+  queued = queued or redis.call('ZCARD', k.q)
+  local last = nil
   if queued > 0 then
     local err
     last, err = counter_read(k.fence)

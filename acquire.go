@@ -56,7 +56,7 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	g, err := e.acquire(ctx, a)
 	if err == nil {
 		h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
-		h.fence, h.arrival, h.queued = g.fence, g.arrival, g.queued
+		h.fence, h.queued = g.fence, g.queued
 		h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, lease, g.sent, !g.handed
 		if !e.adopt(h, r.watchdog || g.handed) { // granted as Close ran: pass it on
 			e.abandon(a)
@@ -182,7 +182,7 @@ func (a attempt) refusal(o object) string {
 // grant is what an acquisition got.
 type grant struct {
 	fence   int64
-	arrival int64 // the number the queue gave the caller, 0 if it never queued (tests check the order by it)
+	arrival int64 // the number the queue gave the caller's entry, 0 if it never queued
 	queued  bool  // it waited in the queue
 	// handed: a release handed it over and woke the caller, which has not
 	// confirmed it: its lease runs only to the end of the caller's queue
@@ -293,6 +293,11 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			return w.g, a.obj.errorf("%s: %w", at.refusal(a.obj), ErrNotAcquired)
 		}
 		args[len(a.keys)+1] = 2 // the next call extends the entry
+		if !w.g.queued {
+			ev := a.obj.event(EventQueued, a.token, 0, nil)
+			ev.Queued, ev.Wait = true, time.Since(w.start)
+			e.observe(ev)
+		}
 		w.queued(at, sent)
 		pause = 0
 		if handed, err := e.await(ctx, w, wk, at.hint); handed || err != nil {

@@ -114,8 +114,8 @@ func poll(ctx context.Context, wait time.Duration, try func() error) error {
 // A crowd of clients contending for one object
 
 // taker takes the object once for client c and returns how to give it
-// back, with the grant's fence and arrival number (0 if it has none).
-type taker func(ctx context.Context, c int) (release func() error, fence, arrival int64, err error)
+// back, with the grant's fence and token ("" if it has none).
+type taker func(ctx context.Context, c int) (release func() error, fence int64, token string, err error)
 
 // contender is one way of waiting for an object: start makes a fresh taker
 // for one round on a new object, and a function that ends it.
@@ -128,7 +128,8 @@ type contender struct {
 // its release was called, and what the server granted.
 type take struct {
 	start, at, rel time.Time
-	fence, arrival int64
+	fence          int64
+	token          string
 }
 
 // crowd is clients goroutines that take the object, hold it, give it back,
@@ -151,7 +152,7 @@ func startCrowd(clients int, hold time.Duration, t taker) *crowd {
 			defer cr.wg.Done()
 			for !cr.stopping.Load() {
 				t0 := time.Now()
-				release, fence, arrival, err := t(ctx, c)
+				release, fence, token, err := t(ctx, c)
 				t1 := time.Now()
 				if err != nil {
 					if ctx.Err() == nil {
@@ -163,7 +164,7 @@ func startCrowd(clients int, hold time.Duration, t taker) *crowd {
 					time.Sleep(hold)
 				}
 				cr.mu.Lock()
-				cr.takes = append(cr.takes, take{t0, t1, time.Now(), fence, arrival})
+				cr.takes = append(cr.takes, take{t0, t1, time.Now(), fence, token})
 				cr.mu.Unlock()
 				if err := release(); err != nil {
 					cr.fail(err)
@@ -205,7 +206,7 @@ func (cr *crowd) stop() ([]take, error) {
 
 var (
 	lockHandoff = contender{"handoff", func(env *benchEnv, object string) (taker, func()) {
-		e := env.engine()
+		e := env.queueingEngine()
 		return lockTaker(func(ctx context.Context, _ int) (*Lock, error) {
 			return e.Lock(ctx, object, LockOptions{TTL: benchLease, Wait: benchWait})
 		}), closeAll(e)
@@ -215,7 +216,7 @@ var (
 	lockHandoffEngines = contender{"handoff-engines", func(env *benchEnv, object string) (taker, func()) {
 		engines := make([]*Engine, crowdClients)
 		for i := range engines {
-			engines[i] = env.engine()
+			engines[i] = env.queueingEngine()
 		}
 		return lockTaker(func(ctx context.Context, c int) (*Lock, error) {
 			return engines[c].Lock(ctx, object, LockOptions{TTL: benchLease, Wait: benchWait})
@@ -232,7 +233,7 @@ var (
 	lockBook = contender{"book", func(env *benchEnv, object string) (taker, func()) {
 		key := env.ns + "lock:" + object
 		var retries atomic.Int64
-		return func(ctx context.Context, _ int) (func() error, int64, int64, error) {
+		return func(ctx context.Context, _ int) (func() error, int64, string, error) {
 			c := env.pool.Get()
 			id, err := bookAcquireLockWithTimeout(c, key, benchWait, benchLease, &retries)
 			if err == nil && id == "" {
@@ -240,7 +241,7 @@ var (
 			}
 			if err != nil {
 				c.Close()
-				return nil, 0, 0, err
+				return nil, 0, "", err
 			}
 			return func() error {
 				defer c.Close()
@@ -249,12 +250,12 @@ var (
 					err = fmt.Errorf("book lock %s: lost while held", key)
 				}
 				return err
-			}, 0, 0, nil
+			}, 0, "", nil
 		}, func() {}
 	}}
 
 	semHandoff = contender{"handoff", func(env *benchEnv, object string) (taker, func()) {
-		e := env.engine()
+		e := env.queueingEngine()
 		return permitTaker(func(ctx context.Context) (*Permit, error) {
 			return e.AcquireSemaphore(ctx, object, SemaphoreOptions{Limit: semLimit, TTL: benchLease, Wait: benchWait})
 		}), closeAll(e)
@@ -268,23 +269,37 @@ var (
 )
 
 func lockTaker(lock func(ctx context.Context, c int) (*Lock, error)) taker {
-	return func(ctx context.Context, c int) (func() error, int64, int64, error) {
+	return func(ctx context.Context, c int) (func() error, int64, string, error) {
 		l, err := lock(ctx, c)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, 0, "", err
 		}
-		return func() error { return l.Unlock(ctx) }, l.fence, l.arrival, nil
+		return func() error { return l.Unlock(ctx) }, l.Fence(), l.Token(), nil
 	}
 }
 
 func permitTaker(acquire func(ctx context.Context) (*Permit, error)) taker {
-	return func(ctx context.Context, _ int) (func() error, int64, int64, error) {
+	return func(ctx context.Context, _ int) (func() error, int64, string, error) {
 		p, err := acquire(ctx)
 		if err != nil {
-			return nil, 0, 0, err
+			return nil, 0, "", err
 		}
-		return func() error { return p.Release(ctx) }, p.fence, p.arrival, nil
+		return func() error { return p.Release(ctx) }, p.Fence(), p.Token(), nil
 	}
+}
+
+// queuedAt holds, by token, when each acquisition of an engine made by
+// queueingEngine was first told it was queued (EventQueued), by the
+// client's clock: the order the clients queued in.
+var queuedAt sync.Map
+
+// queueingEngine is env's engine with an observer that notes queuedAt.
+func (env *benchEnv) queueingEngine() *Engine {
+	return New(env.pool, WithNamespace(env.ns), WithObserver(func(ev Event) {
+		if ev.Type == EventQueued {
+			queuedAt.Store(ev.Token, time.Now())
+		}
+	}))
 }
 
 func closeAll(engines ...*Engine) func() {
@@ -354,7 +369,7 @@ func contentionRound(r *round, ct contender, clients, limit int, hold, window ti
 		all := float64(len(takes))
 		r.add("round-cmds/acq", s0.to(s3).cmds/all)
 		r.add("cmds-goal/acq", 2+extensions/all)
-		if share, n := inArrivalOrder(takes); n > 0 {
+		if share, n := inQueueOrder(takes); n > 0 {
 			r.add("in-order%", 100*share)
 		}
 	}
@@ -409,26 +424,27 @@ func earlier(a, b time.Time) time.Time {
 	return b
 }
 
-// inArrivalOrder is the share of handoffs, in the order the server granted
-// them (by fence), whose waiter holds an arrival number above the previous
-// one's (arrival numbers only grow); n is how many were judged.
-// Acquisitions that never queued (arrival 0) are not handoffs.
-func inArrivalOrder(takes []take) (share float64, n int) {
-	var q []take
+// inQueueOrder is the share of acquisitions that queued, in the order
+// their clients were told they were queued (EventQueued), whose call
+// returned after the one queued before it: FIFO as the clients see it;
+// n is how many were judged.
+func inQueueOrder(takes []take) (share float64, n int) {
+	type queued struct{ at, returned time.Time }
+	var q []queued
 	for _, tk := range takes {
-		if tk.arrival > 0 {
-			q = append(q, tk)
-		}
-	}
-	sort.Slice(q, func(i, j int) bool { return q[i].fence < q[j].fence })
-	in := 0
-	for i := 1; i < len(q); i++ {
-		if q[i].arrival > q[i-1].arrival {
-			in++
+		if at, ok := queuedAt.LoadAndDelete(tk.token); ok && tk.token != "" {
+			q = append(q, queued{at.(time.Time), tk.at})
 		}
 	}
 	if len(q) < 2 {
 		return 0, 0
+	}
+	sort.Slice(q, func(i, j int) bool { return q[i].at.Before(q[j].at) })
+	in := 0
+	for i := 1; i < len(q); i++ {
+		if q[i].returned.After(q[i-1].returned) {
+			in++
+		}
 	}
 	return float64(in) / float64(len(q)-1), len(q) - 1
 }
@@ -699,7 +715,8 @@ var waitTargets = []target{
 	{"crowd, server CPU/acq: handoff ÷ book", [2]string{"BenchmarkWaitCrowd/handoff", "cpu-us/acq"}, [2]string{"BenchmarkWaitCrowd/book", "cpu-us/acq"}, "", 0},
 	{"crowd, redis-server busy: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "busy%"}, [2]string{"BenchmarkWaitCrowd/polling", "busy%"}, "", 0},
 	{"crowd, longest stall: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "max-stall-ms"}, [2]string{"BenchmarkWaitCrowd/polling", "max-stall-ms"}, "", 0},
-	{"crowd, handoffs in arrival order (%)", [2]string{"BenchmarkWaitCrowd/handoff", "in-order%"}, [2]string{}, ">=", 99},
+	{"crowd, Lock calls returned in the order they queued (%)", [2]string{"BenchmarkWaitCrowd/handoff", "in-order%"}, [2]string{}, ">=", 99},
+	{"hot name, Lock calls returned in the order they queued (%)", [2]string{"BenchmarkWaitNoHold/handoff", "in-order%"}, [2]string{}, ">=", 99},
 	{"crowd, engine per client: commands/acq ÷ (2 + extensions)", [2]string{"BenchmarkWaitCrowd/handoff-engines", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff-engines", "cmds-goal/acq"}, "", 0},
 	{"crowd, engine per client: server CPU/acq ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff-engines", "cpu-us/acq"}, [2]string{"BenchmarkWaitCrowd/polling", "cpu-us/acq"}, "", 0},
 	{"neighbour's GET p99: handoff crowd ÷ idle", [2]string{"BenchmarkWaitNeighbour/handoff", "p99-ms"}, [2]string{"BenchmarkWaitNeighbour/idle", "p99-ms"}, "<=", 2},
@@ -722,5 +739,5 @@ var waitTargets = []target{
 	{"semaphore, longest stall: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphore/handoff", "max-stall-ms"}, [2]string{"BenchmarkWaitSemaphore/polling", "max-stall-ms"}, "", 0},
 	{"hot semaphore, 16 on 4, no hold, acq/s: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphoreNoHold/handoff", "acq/s"}, [2]string{"BenchmarkWaitSemaphoreNoHold/polling", "acq/s"}, ">=", 1},
 	{"hot semaphore, server CPU/acq: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphoreNoHold/handoff", "cpu-us/acq"}, [2]string{"BenchmarkWaitSemaphoreNoHold/polling", "cpu-us/acq"}, "", 0},
-	{"semaphore, handoffs in arrival order (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "in-order%"}, [2]string{}, ">=", 99},
+	{"semaphore, acquisitions returned in the order they queued (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "in-order%"}, [2]string{}, ">=", 99},
 }

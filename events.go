@@ -17,9 +17,10 @@ const (
 	EventLost                                 // the holding is gone: its lease ran out, another took it, extensions failed (Err)
 	EventExtendFailed                         // one extension failed (Err); the lease may still hold
 	EventBackgroundError                      // an abandon or the wake-up machinery failed (Err)
+	EventQueued                               // the acquisition joined the queue (once a call); Wait: how long it had tried
 )
 
-var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error"}
+var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error", "queued"}
 
 func (t EventType) String() string {
 	if t > 0 && int(t) < len(eventNames) {

@@ -83,7 +83,6 @@ type holding struct {
 	token    string
 	tokenArg any // token, as the scripts take it
 	fence    int64
-	arrival  int64 // the number the queue gave it, 0 if it never queued
 	queued   bool
 	since    time.Time // when it was granted, for EventReleased
 	watchdog bool

@@ -102,6 +102,20 @@ func TestEvents(t *testing.T) {
 		if queued == nil || !queued.Queued || queued.Wait < 40*time.Millisecond {
 			t.Errorf("the waiter's acquisition: %+v, want queued, about 50ms of wait", queued)
 		}
+		if ev := rec.wait(t, EventQueued, "ev"); ev.Token != w.Token() || ev.Wait > 40*time.Millisecond {
+			t.Errorf("queued: %+v, want the waiter's token, before the release", ev)
+		}
+		rec.mu.Lock()
+		n := 0
+		for _, ev := range rec.events {
+			if ev.Type == EventQueued {
+				n++
+			}
+		}
+		rec.mu.Unlock()
+		if n != 1 {
+			t.Errorf("%d EventQueued for one waiting call, want 1", n)
+		}
 		w.Unlock(ctx)
 
 		// Lost: the key deleted behind a watchdog holder.

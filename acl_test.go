@@ -42,14 +42,14 @@ func TestACLLeastPrivilege(t *testing.T) {
 		}
 		return args
 	}
-	port, err := redis.Strings(s.do("CONFIG", "GET", "port"))
+	port, err := redis.Strings(s.Do("CONFIG", "GET", "port"))
 	if err != nil || len(port) != 2 {
 		t.Fatalf("CONFIG GET port: %v, %v", port, err)
 	}
 	addr := "127.0.0.1:" + port[1]
-	s.ns = "orders:" // the snapshots are of the application's keys
-	s.must(t, "ACL", as("orders")...)
-	s.must(t, "ACL", as("billing")...)
+	s.NS = "orders:" // the snapshots are of the application's keys
+	s.Must(t, "ACL", as("orders")...)
+	s.Must(t, "ACL", as("billing")...)
 	pool := func(user string) *redis.Pool {
 		p := &redis.Pool{MaxIdle: 8, Dial: func() (redis.Conn, error) {
 			return redis.Dial("tcp", addr, redis.DialUsername(user), redis.DialPassword("secret"))
@@ -76,7 +76,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		v, _ := redis.Values(s.do("PUBSUB", "NUMSUB", orders.wake.channel))
+		v, _ := redis.Values(s.Do("PUBSUB", "NUMSUB", orders.wake.channel))
 		if n, _ := redis.Int(v[1], nil); n == 1 {
 			break
 		}
@@ -171,7 +171,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 	}
 
 	// Another namespace's user: refused, nothing changed.
-	before := s.snapshot(t)
+	before := s.Snapshot(t)
 	billing := New(pool("billing"), WithNamespace("orders:"))
 	defer billing.Close(ctx)
 	if _, err := billing.TryLock(ctx, "cart:1", LockOptions{}); err == nil || !strings.Contains(err.Error(), "NOPERM") || errors.Is(err, ErrNotAcquired) {
@@ -182,7 +182,7 @@ func TestACLLeastPrivilege(t *testing.T) {
 			t.Errorf("%s on another namespace's keys: %v, want NOPERM", op.name, err)
 		}
 	}
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("another namespace's user changed keys: %v -> %v", before, after)
 	}
 	own := New(pool("billing"), WithNamespace("billing:"))

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -18,14 +19,14 @@ import (
 )
 
 func TestRecentDefaultCapacity(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		for i := 0; i < 150; i++ {
 			if err := e.AddRecent(ctx, "cap", "name"+string(rune('A'+i%26))+strings.Repeat("x", i/26)); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if n, _ := redis.Int(s.do("LLEN", s.ns+"recent:{cap}")); n != 100 {
+		if n, _ := redis.Int(s.Do("LLEN", s.NS+"recent:{cap}")); n != 100 {
 			t.Errorf("LLEN %d, want the default 100", n)
 		}
 	})
@@ -38,18 +39,18 @@ func TestRecentMemoryUsage(t *testing.T) {
 	if addr == "" {
 		t.Skip("REDIS_ADDR not set: MEMORY USAGE is measured on a real server")
 	}
-	s := newReal(t, "redis", addr)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Real(t, "redis", addr)
+	ctx, e := ctxT(t), engine(s)
 	for i := 0; i < 100; i++ {
 		if err := e.AddRecent(ctx, "mem", "contact"+string(rune('0'+i/10))+string(rune('0'+i%10))+"x"); err != nil {
 			t.Fatal(err)
 		}
 	}
-	n, err := redis.Int(s.do("MEMORY", "USAGE", s.ns+"recent:{mem}", "SAMPLES", 0))
+	n, err := redis.Int(s.Do("MEMORY", "USAGE", s.NS+"recent:{mem}", "SAMPLES", 0))
 	if err != nil {
 		t.Fatal(err)
 	}
-	enc, _ := redis.String(s.do("OBJECT", "ENCODING", s.ns+"recent:{mem}"))
+	enc, _ := redis.String(s.Do("OBJECT", "ENCODING", s.NS+"recent:{mem}"))
 	t.Logf("MEMORY USAGE of a recent list of 100 ten-byte names: %d bytes (%s encoding)", n, enc)
 	if n <= 1000 || n > 100*100 {
 		t.Errorf("%d bytes for 1000 bytes of names", n)
@@ -79,8 +80,8 @@ func randomMember(r *rand.Rand) string {
 }
 
 func TestSuggestOracle(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		r := rand.New(rand.NewPCG(1, 2))
 		set := map[string]bool{}
 		// The book's own markers as members: a query must not remove them.
@@ -98,8 +99,8 @@ func TestSuggestOracle(t *testing.T) {
 		if err := e.AddMembers(ctx, "o", sorted...); err != nil {
 			t.Fatal(err)
 		}
-		key := s.ns + "members:{o}"
-		before, err := redis.Strings(s.do("ZRANGE", key, 0, -1, "WITHSCORES"))
+		key := s.NS + "members:{o}"
+		before, err := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
 		if err != nil || len(before) != 2*len(sorted) {
 			t.Fatalf("ZRANGE WITHSCORES: %d entries, %v", len(before), err)
 		}
@@ -115,15 +116,15 @@ func TestSuggestOracle(t *testing.T) {
 			}
 			for _, limit := range []int{1, 10, 1000} {
 				got, err := e.Suggest(ctx, "o", prefix, limit)
-				if want := oracle(sorted, prefix, limit); err != nil || !sameStrings(got, want) {
+				if want := oracle(sorted, prefix, limit); err != nil || !slices.Equal(got, want) {
 					t.Fatalf("Suggest(%q, %d) = %q, %v; want %q", prefix, limit, got, err, want)
 				}
 			}
 		}
 		// Every member with its score, not just their number: a query that
 		// left a marker behind and removed a member would keep ZCARD.
-		after, err := redis.Strings(s.do("ZRANGE", key, 0, -1, "WITHSCORES"))
-		if err != nil || !sameStrings(after, before) {
+		after, err := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
+		if err != nil || !slices.Equal(after, before) {
 			t.Errorf("the set after %d queries: %d entries, %v; first difference: %s", queries*3, len(after), err, firstDiff(before, after))
 		}
 	})
@@ -142,9 +143,9 @@ func firstDiff(a, b []string) string {
 // Readers and writers at once: every result is sorted, matches the prefix,
 // and holds every member that was never removed.
 func TestSuggestConcurrent(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		e := s.engine()
+		e := engine(s)
 		stable := []string{"ab", "ab{", "abb{", "abc", "ab\xff"}
 		if err := e.AddMembers(ctx, "c", stable...); err != nil {
 			t.Fatal(err)
@@ -196,7 +197,7 @@ func TestSuggestConcurrent(t *testing.T) {
 		}
 		stop.Store(true)
 		wg.Wait()
-		if got, _ := redis.Strings(s.do("ZRANGE", s.ns+"members:{c}", 0, -1)); !sameStrings(got, []string{"ab", "abb{", "abc", "ab{", "ab\xff"}) {
+		if got, _ := redis.Strings(s.Do("ZRANGE", s.NS+"members:{c}", 0, -1)); !slices.Equal(got, []string{"ab", "abb{", "abc", "ab{", "ab\xff"}) {
 			t.Errorf("set after the run: %q", got)
 		}
 	})
@@ -208,23 +209,23 @@ func FuzzSuggest(f *testing.F) {
 	f.Add("ab\x00abb{\x00abc\x00ab\xff", "ab", 3)
 	f.Add("{\x00`\x00\xff\xff\x00", "\xff", 10)
 	f.Add("\x00a\x00", "", 1)
-	s := newMini(f)
-	e := s.engine()
+	s := testserver.Mini(f)
+	e := engine(s)
 	f.Fuzz(func(t *testing.T, joined, prefix string, limit int) {
 		limit = 1 + abs(limit)%50
 		ctx := context.Background()
-		key := s.ns + "members:{f}"
-		s.mini.Del(key)
+		key := s.NS + "members:{f}"
+		s.Mini.Del(key)
 		members := strings.Split(joined, "\x00")
 		if err := e.AddMembers(ctx, "f", members...); err != nil {
 			t.Fatal(err)
 		}
 		sorted := uniqueSorted(members)
 		got, err := e.Suggest(ctx, "f", prefix, limit)
-		if want := oracle(sorted, prefix, limit); err != nil || !sameStrings(got, want) {
+		if want := oracle(sorted, prefix, limit); err != nil || !slices.Equal(got, want) {
 			t.Fatalf("Suggest(%q, %d) over %q = %q, %v; want %q", prefix, limit, sorted, got, err, want)
 		}
-		if after, _ := redis.Strings(s.do("ZRANGE", key, 0, -1)); !sameStrings(after, sorted) {
+		if after, _ := redis.Strings(s.Do("ZRANGE", key, 0, -1)); !slices.Equal(after, sorted) {
 			t.Fatalf("the query changed the set: %q -> %q", sorted, after)
 		}
 	})
@@ -251,10 +252,10 @@ func uniqueSorted(in []string) []string {
 }
 
 func TestActivityManyPeriods(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		// One script reads 2,500 indexes: on miniredis under -race on a busy
 		// machine that can take longer than the default call timeout.
-		ctx, e := ctxT(t), s.engine(WithCallTimeout(30*time.Second))
+		ctx, e := ctxT(t), engine(s, WithCallTimeout(30*time.Second))
 		var periods []string
 		for i := 0; i < 2500; i++ {
 			periods = append(periods, "p"+strings.Repeat("x", i%7)+string(rune('0'+i%10))+string(rune('a'+i/10%26))+string(rune('A'+i/260)))
@@ -271,15 +272,15 @@ func TestActivityManyPeriods(t *testing.T) {
 		if n, err := e.CountActive(ctx, "many", periods...); n != 41 || err != nil {
 			t.Errorf("CountActive over %d periods = %d, %v; want 41", len(periods), n, err)
 		}
-		if ks := s.keys(t); len(ks) != 2*41 {
+		if ks := s.Keys(t); len(ks) != 2*41 {
 			t.Errorf("%d keys, want 82: a bitmap and an index for each of 41 periods", len(ks))
 		}
 	})
 }
 
 func TestActivityBadID(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	for _, id := range []int64{-1, math.MinInt64, -1 << 62} {
 		if err := e.MarkActive(ctx, "g", "p", id); !errors.Is(err, ErrInvalid) {
 			t.Errorf("MarkActive id %d: %v", id, err)

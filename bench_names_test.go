@@ -348,20 +348,20 @@ func BenchmarkWaitCluster(b *testing.B) {
 	}
 	x := newExperiment(b)
 	x.rounds = 1
-	s := wrap(b, testcluster.New(b, seeds))
-	nodes, err := clusterNodes(testcluster.Of(s.ts))
+	s := testcluster.New(b, seeds)
+	nodes, err := clusterNodes(testcluster.Of(s))
 	if err != nil {
 		b.Fatal(err)
 	}
 	x.add("handoff", func(r *round) error {
-		e := s.engine()
+		e := engine(s)
 		defer closeAll(e)()
 		ctx := context.Background()
 		const handoffs = 1000
 		name := "cluster-hot-" + strconv.Itoa(r.i)
 		owner := ""
-		if owners, err := testcluster.SlotOwners(testcluster.Of(s.ts)); err == nil {
-			owner = owners[keySlot(s.ns+"lock:{"+name+"}")]
+		if owners, err := testcluster.SlotOwners(testcluster.Of(s)); err == nil {
+			owner = owners[keySlot(s.NS+"lock:{"+name+"}")]
 		}
 		read := func() (map[string][2]float64, error) { // node → publish messages received, CPU s
 			out := map[string][2]float64{}

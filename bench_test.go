@@ -908,10 +908,10 @@ func BenchmarkActivitySeedDayCluster(b *testing.B) {
 		b.Skip(msg)
 	}
 	const days = 7
-	s := wrap(b, testcluster.New(b, seeds))
-	e := s.engine()
-	fillSeedDays(b, e, s.do, "seed", days, true)
-	owners, err := testcluster.SlotOwners(testcluster.Of(s.ts))
+	s := testcluster.New(b, seeds)
+	e := engine(s)
+	fillSeedDays(b, e, s.Do, "seed", days, true)
+	owners, err := testcluster.SlotOwners(testcluster.Of(s))
 	if err != nil {
 		b.Fatal(err)
 	}

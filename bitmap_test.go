@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,15 +17,15 @@ import (
 
 // shardOf is where a test expects an id's bit: the shard's key and the
 // offset in it, 8,388,096 ids a shard.
-func (s *server) shardOf(group, period string, id int64) (key string, offset int64) {
-	return s.ns + "bits:{" + group + ":" + strconv.FormatInt(id/8388096, 10) + "}:" + period, id % 8388096
+func shardOf(s *testserver.Server, group, period string, id int64) (key string, offset int64) {
+	return s.NS + "bits:{" + group + ":" + strconv.FormatInt(id/8388096, 10) + "}:" + period, id % 8388096
 }
 
 // Ids past 2^32 and past 2^53 (where Lua's numbers lose precision) land in
 // their own shard at their own bit, through MarkActive and MarkActiveMany.
 func TestActivityIDs(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		ids := []int64{0, 1<<32 - 1, 1 << 32, 5_000_000_000, 1 << 62, 1<<53 + 1, MaxActiveID}
 		if err := e.MarkActiveMany(ctx, "ids", "many", ids...); err != nil {
 			t.Fatal(err)
@@ -37,9 +38,9 @@ func TestActivityIDs(t *testing.T) {
 		shards := map[string]bool{}
 		for _, period := range []string{"one", "many"} {
 			for _, id := range ids {
-				key, off := s.shardOf("ids", period, id)
+				key, off := shardOf(s, "ids", period, id)
 				shards[strconv.FormatInt(id/8388096, 10)] = true
-				if bit, err := redis.Int(s.do("GETBIT", key, off)); bit != 1 || err != nil {
+				if bit, err := redis.Int(s.Do("GETBIT", key, off)); bit != 1 || err != nil {
 					t.Errorf("%s: id %d: GETBIT %s %d = %d, %v; want 1", period, id, key, off, bit, err)
 				}
 				for _, near := range []int64{id - 1, id + 1} {
@@ -62,9 +63,9 @@ func TestActivityIDs(t *testing.T) {
 				want = append(want, sh)
 			}
 			sort.Strings(want)
-			got, err := redis.Strings(s.do("ZRANGE", s.ns+"bitindex:{ids}:"+period, 0, -1))
+			got, err := redis.Strings(s.Do("ZRANGE", s.NS+"bitindex:{ids}:"+period, 0, -1))
 			sort.Strings(got)
-			if err != nil || !sameStrings(got, want) {
+			if err != nil || !slices.Equal(got, want) {
 				t.Errorf("%s: index %q, %v; want shards %q", period, got, err, want)
 			}
 		}
@@ -79,9 +80,9 @@ func TestActivityIDs(t *testing.T) {
 // both MarkActive and MarkActiveMany, and random sets of periods.
 func TestActivityOracle(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		engines := []*Engine{s.engine(), s.engine()}
+		engines := []*Engine{engine(s), engine(s)}
 		r := rand.New(rand.NewPCG(3, 19))
 		shards := []int64{0, 1, 511, 512, 596, 1 << 39, MaxActiveID / activeShardIDs}
 		periods := []string{"d1", "d2", "d3", "d4", "d5"}
@@ -171,14 +172,14 @@ func TestActivityOracle(t *testing.T) {
 // index (its period ended, or the keys were lost), is indexed again before
 // it is made anew: counts see it.
 func TestActivityReindexes(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		if err := e.MarkActive(ctx, "re", "p", 5); err != nil {
 			t.Fatal(err)
 		}
-		shard, _ := s.shardOf("re", "p", 5)
-		s.must(t, "DEL", shard)
-		s.must(t, "DEL", s.ns+"bitindex:{re}:p")
+		shard, _ := shardOf(s, "re", "p", 5)
+		s.Must(t, "DEL", shard)
+		s.Must(t, "DEL", s.NS+"bitindex:{re}:p")
 		if err := e.MarkActive(ctx, "re", "p", 6); err != nil {
 			t.Fatal(err)
 		}
@@ -193,8 +194,8 @@ func TestActivityReindexes(t *testing.T) {
 
 // The engine's memory of indexed shards stays bounded.
 func TestActivityIndexMemory(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	shards := make([]int64, activeIndexMemory+100)
 	for i := range shards {
 		shards[i] = int64(i)
@@ -211,7 +212,7 @@ func TestActivityIndexMemory(t *testing.T) {
 // each in its slot's owner, and a count visits them all.
 func TestActivityShardsSpread(t *testing.T) {
 	s := clusterServer(t)
-	ctx, e := ctxT(t), s.engine()
+	ctx, e := ctxT(t), engine(s)
 	const n = 24
 	var ids []int64
 	for k := int64(0); k < n; k++ {
@@ -222,11 +223,11 @@ func TestActivityShardsSpread(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	owners, err := testcluster.SlotOwners(testcluster.Of(s.ts))
+	owners, err := testcluster.SlotOwners(testcluster.Of(s))
 	if err != nil {
 		t.Fatal(err)
 	}
-	perNode, err := testcluster.NodeKeys(testcluster.Of(s.ts), s.ns+"bits:*")
+	perNode, err := testcluster.NodeKeys(testcluster.Of(s), s.NS+"bits:*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,9 +256,9 @@ func TestActivityShardsSpread(t *testing.T) {
 }
 
 // serverMs is the server's TIME in ms.
-func (s *server) serverMs(t *testing.T) int64 {
+func serverMs(s *testserver.Server, t *testing.T) int64 {
 	t.Helper()
-	v, err := redis.Int64s(s.do("TIME"))
+	v, err := redis.Int64s(s.Do("TIME"))
 	if err != nil || len(v) != 2 {
 		t.Fatalf("TIME: %v, %v", v, err)
 	}
@@ -268,37 +269,37 @@ func (s *server) serverMs(t *testing.T) int64 {
 // the deadline its first mark set, whichever engine (and TTL) marks later
 // and whichever shard it marks; after it the period starts anew.
 func TestActivityTTL(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		const ttl, step = 1500 * time.Millisecond, 500 * time.Millisecond
-		if s.mini != nil {
+		if s.Mini != nil {
 			// A whole ms: s.advance moves TIME from its µs, and PEXPIRETIME
 			// would otherwise read the ns it drops as a ms less.
-			s.mini.SetTime(time.UnixMilli(time.Now().UnixMilli()))
+			s.Mini.SetTime(time.UnixMilli(time.Now().UnixMilli()))
 		}
-		ctx, e := ctxT(t), s.engine(WithActivityTTL(ttl))
-		later, forever := s.engine(WithActivityTTL(time.Hour)), s.engine()
+		ctx, e := ctxT(t), engine(s, WithActivityTTL(ttl))
+		later, forever := engine(s, WithActivityTTL(time.Hour)), engine(s)
 		expireAt := func(key string) int64 {
 			t.Helper()
-			ms, err := redis.Int64(s.do("PEXPIRETIME", key))
+			ms, err := redis.Int64(s.Do("PEXPIRETIME", key))
 			if err != nil {
 				t.Fatalf("PEXPIRETIME %s: %v", key, err)
 			}
 			return ms
 		}
-		index := s.ns + "bitindex:{ttl}:p"
-		shard := func(n int) string { return s.ns + "bits:{ttl:" + strconv.Itoa(n) + "}:p" }
+		index := s.NS + "bitindex:{ttl}:p"
+		shard := func(n int) string { return s.NS + "bits:{ttl:" + strconv.Itoa(n) + "}:p" }
 
-		before := s.serverMs(t)
+		before := serverMs(s, t)
 		if err := e.MarkActive(ctx, "ttl", "p", 1); err != nil {
 			t.Fatal(err)
 		}
-		after := s.serverMs(t)
+		after := serverMs(s, t)
 		deadline := expireAt(index)
 		if deadline < before+ttl.Milliseconds() || deadline > after+ttl.Milliseconds() {
 			t.Fatalf("the index expires at %d, want the first mark's time + %v, in [%d, %d]", deadline, ttl, before+ttl.Milliseconds(), after+ttl.Milliseconds())
 		}
 
-		s.advance(step)
+		s.Advance(step)
 		marks := []struct {
 			e  *Engine
 			id int64
@@ -326,15 +327,15 @@ func TestActivityTTL(t *testing.T) {
 				t.Errorf("%s expires at %d, want the period's deadline %d (%+d ms)", k, got, deadline, got-deadline)
 			}
 		}
-		if q := expireAt(s.ns + "bitindex:{ttl}:q"); q < deadline+step.Milliseconds() {
+		if q := expireAt(s.NS + "bitindex:{ttl}:q"); q < deadline+step.Milliseconds() {
 			t.Errorf("period q expires at %d, want its own first mark's time + %v (after %d)", q, ttl, deadline+step.Milliseconds())
 		}
 		if n, err := e.CountActive(ctx, "ttl", "p"); n != 308 || err != nil {
 			t.Errorf("CountActive before the deadline = %d, %v; want 308", n, err)
 		}
 
-		s.advance(ttl - step + 50*time.Millisecond)
-		for _, k := range s.keys(t) {
+		s.Advance(ttl - step + 50*time.Millisecond)
+		for _, k := range s.Keys(t) {
 			if strings.Contains(k, "}:p") {
 				t.Errorf("%s outlived the period's deadline", k)
 			}
@@ -358,13 +359,13 @@ func TestActivityTTL(t *testing.T) {
 }
 
 func TestActivityTTLOption(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
-		if err := New(s.pool, WithActivityTTL(d)).MarkActive(ctxT(t), "g", "p", 1); !errors.Is(err, ErrInvalid) {
+		if err := New(s.Pool, WithActivityTTL(d)).MarkActive(ctxT(t), "g", "p", 1); !errors.Is(err, ErrInvalid) {
 			t.Errorf("WithActivityTTL(%v): %v, want ErrInvalid", d, err)
 		}
 	}
-	if ks := s.keys(t); len(ks) != 0 {
+	if ks := s.Keys(t); len(ks) != 0 {
 		t.Errorf("keys written: %q", ks)
 	}
 }
@@ -374,8 +375,8 @@ func TestActivityTTLOption(t *testing.T) {
 // shards near and far, by an engine that has indexed the shards and by one
 // that has not.
 func TestActivityMarkManyDense(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e, fresh := ctxT(t), s.engine(), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e, fresh := ctxT(t), engine(s), engine(s)
 		r := rand.New(rand.NewPCG(5, 5))
 		marked := map[int64]bool{}
 		mark := func(e *Engine, ids []int64) {
@@ -408,7 +409,7 @@ func TestActivityMarkManyDense(t *testing.T) {
 				t.Errorf("IsActive(%d) = %v, %v; want %v", id, got, err, marked[id])
 			}
 		}
-		if ks := s.keys(t); len(ks) != 6 { // the index and shards 0, 1, 5, 9 and the last
+		if ks := s.Keys(t); len(ks) != 6 { // the index and shards 0, 1, 5, 9 and the last
 			t.Errorf("keys %q: want the index and 5 shards, no scratch key", ks)
 		}
 	})
@@ -428,8 +429,8 @@ func TestActivityShardSizeInScripts(t *testing.T) {
 // Counts over more periods than one BITOP takes (16): every period counts,
 // the 17th too.
 func TestActivityManyPeriodsChunked(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		var periods []string
 		for i := 1; i <= 33; i++ {
 			p := "d" + strconv.Itoa(i)

@@ -9,12 +9,14 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -113,9 +115,9 @@ func (p *fakeCluster) GetContext(ctx context.Context) (redis.Conn, error) {
 // EVALSHA (CountActive's too, whose key counts come first), and a ctx with
 // a deadline reaches a connection without DoContext as a read timeout.
 func TestCallPathBindsByKey(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	log := &connLog{}
-	e := New(&fakeCluster{pool: s.pool, log: log}, WithNamespace(s.ns))
+	e := New(&fakeCluster{pool: s.Pool, log: log}, WithNamespace(s.NS))
 	ctx := ctxT(t)
 	for _, c := range validCalls() {
 		log.mu.Lock()
@@ -140,7 +142,7 @@ func TestCallPathBindsByKey(t *testing.T) {
 			t.Errorf("%s: %d binds for %d scripts", c.name, len(binds), scripts)
 		}
 		for _, b := range binds {
-			if !strings.HasPrefix(b, s.ns) || !strings.Contains(b, "{") || strings.Contains(b, ",") {
+			if !strings.HasPrefix(b, s.NS) || !strings.Contains(b, "{") || strings.Contains(b, ",") {
 				t.Errorf("%s: bound to %q, want one key of the object", c.name, b)
 			}
 		}
@@ -161,7 +163,7 @@ func TestCallPathBindsByKey(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The periods' indexes, then shard 1's scratch key.
-	if want := []string{s.ns + "bitindex:{g}:p1", s.ns + "bits:{g:1}"}; !sameStrings(log.binds, want) {
+	if want := []string{s.NS + "bitindex:{g}:p1", s.NS + "bits:{g:1}"}; !slices.Equal(log.binds, want) {
 		t.Errorf("CountActive bound to %q, want %q", log.binds, want)
 	}
 }
@@ -184,15 +186,15 @@ func TestCallPathFollowsMoved(t *testing.T) {
 		{"no Bind: not followed", true, 1, true, 0, 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newMini(t)
+			s := testserver.Mini(t)
 			log := &connLog{moved: c.moved}
-			e := New(&fakeCluster{pool: s.pool, log: log, plain: c.plain}, WithNamespace(s.ns))
+			e := New(&fakeCluster{pool: s.Pool, log: log, plain: c.plain}, WithNamespace(s.NS))
 			l, err := e.TryLock(ctxT(t), "m", LockOptions{})
 			if c.wantErr {
 				if err == nil || !replyIs(err, "MOVED") || !transient(err) {
 					t.Errorf("TryLock: %v, want the MOVED error, transient", err)
 				}
-				if ks := s.keys(t); len(ks) != 0 {
+				if ks := s.Keys(t); len(ks) != 0 {
 					t.Errorf("keys written: %q", ks)
 				}
 			} else if err != nil || l.Fence() < 1 {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"testing"
 	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 // Close ends waits at once with ErrClosed, releases every lock and permit
@@ -14,12 +16,12 @@ import (
 // error; an Unlock afterwards returns nil, the holdings' other calls
 // ErrClosed, and nothing waited for is granted afterwards.
 func TestCloseEndsWaitsAndReleasesHoldings(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		ctx := ctxT(t)
 		rec, logs := &recorder{}, &logRecords{}
-		e := s.engine(WithObserver(rec.observe), WithLogger(slog.New(logs)))
-		other := s.engine()
+		e := engine(s, WithObserver(rec.observe), WithLogger(slog.New(logs)))
+		other := engine(s)
 		plain, err := e.TryLock(ctx, "plain", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -43,7 +45,7 @@ func TestCloseEndsWaitsAndReleasesHoldings(t *testing.T) {
 			_, err := e.Lock(ctx, "busy", LockOptions{Wait: time.Minute})
 			waited <- err
 		}()
-		s.waitQueued(t, s.ns+"lock:{busy}:queue", 1)
+		waitQueued(s, t, s.NS+"lock:{busy}:queue", 1)
 
 		if err := e.Close(ctx); err != nil {
 			t.Fatal(err)
@@ -110,10 +112,10 @@ func TestCloseEndsWaitsAndReleasesHoldings(t *testing.T) {
 // An Unlock in flight when Close runs returns its own result, and Close
 // does not release the holding a second time.
 func TestUnlockBesideClose(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	ctx := ctxT(t)
 	rec := &recorder{}
-	e := s.engine(WithObserver(rec.observe))
+	e := engine(s, WithObserver(rec.observe))
 	for i := 0; i < 20; i++ {
 		l, err := e.TryLock(ctx, "both", LockOptions{TTL: time.Minute, Watchdog: i%2 == 0})
 		if err != nil {
@@ -146,11 +148,11 @@ func TestUnlockBesideClose(t *testing.T) {
 // A grant that reaches a call after Close ran is passed on: the call
 // returns ErrClosed and the lock is free.
 func TestGrantAfterCloseIsPassedOn(t *testing.T) {
-	s := newMini(t)
-	s.realtime(t)
+	s := testserver.Mini(t)
+	s.Realtime(t)
 	ctx := ctxT(t)
-	proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte("{late}"), holdFor: 300 * time.Millisecond})
-	e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+	proxy := startProxy(t, s.Addr, faults{holdOn: []byte("{late}"), holdFor: 300 * time.Millisecond})
+	e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
 	got := make(chan error, 1)
 	go func() {
 		_, err := e.TryLock(ctx, "late", LockOptions{TTL: time.Minute})
@@ -163,7 +165,7 @@ func TestGrantAfterCloseIsPassedOn(t *testing.T) {
 	if err := <-got; !errors.Is(err, ErrClosed) {
 		t.Errorf("a TryLock granted after Close: %v, want ErrClosed", err)
 	}
-	if locked, err := s.engine().IsLocked(ctx, "late"); err != nil || locked {
+	if locked, err := engine(s).IsLocked(ctx, "late"); err != nil || locked {
 		t.Errorf("after a grant that reached a closed engine: locked %v, %v; want it passed on", locked, err)
 	}
 }

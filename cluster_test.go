@@ -26,11 +26,11 @@ func TestClusterNode(t *testing.T) {
 	if addr == "" {
 		t.Skip("REDIS_CLUSTER_ADDR not set: no cluster-enabled node")
 	}
-	s := newReal(t, "cluster node", addr)
-	if info, _ := s.do("CLUSTER", "INFO"); !strings.Contains(string(info.([]byte)), "cluster_state:ok") {
+	s := testserver.Real(t, "cluster node", addr)
+	if info, _ := s.Do("CLUSTER", "INFO"); !strings.Contains(string(info.([]byte)), "cluster_state:ok") {
 		t.Fatalf("not a healthy cluster node: %s", info)
 	}
-	ctx, e := ctxT(t), s.engine()
+	ctx, e := ctxT(t), engine(s)
 	for _, c := range validCalls() {
 		if err := c.run(ctx, e); err != nil {
 			t.Errorf("%s on a cluster node: %v", c.name, err)
@@ -52,7 +52,7 @@ func spreadNames(n int) []string {
 // keys lives on the primary that owns its slot, by CLUSTER KEYSLOT.
 func TestClusterSpread(t *testing.T) {
 	s := clusterServer(t)
-	ctx, e := ctxT(t), s.engine()
+	ctx, e := ctxT(t), engine(s)
 	for _, name := range spreadNames(24) {
 		if _, err := e.TryLock(ctx, name, LockOptions{}); err != nil {
 			t.Fatal(err)
@@ -70,12 +70,12 @@ func TestClusterSpread(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	rc := testcluster.Of(s.ts)
+	rc := testcluster.Of(s)
 	owners, err := testcluster.SlotOwners(rc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	perNode, err := testcluster.NodeKeys(rc, s.ns+"*")
+	perNode, err := testcluster.NodeKeys(rc, s.NS+"*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -153,8 +153,8 @@ func monitorNode(t *testing.T, addr string) (stop func() []string) {
 func TestClusterOneRoundTrip(t *testing.T) {
 	s := clusterServer(t)
 	ctx := ctxT(t)
-	pool := &countingGets{Pool: s.cluster}
-	e := New(pool, WithNamespace(s.ns))
+	pool := &countingGets{Pool: s.Engines}
+	e := New(pool, WithNamespace(s.NS))
 	names := spreadNames(30)
 	ops := func() int {
 		n := 0
@@ -180,7 +180,7 @@ func TestClusterOneRoundTrip(t *testing.T) {
 		return n
 	}
 	ops() // loads the scripts on every primary (EVALSHA, NOSCRIPT, EVAL)
-	rc := testcluster.Of(s.ts)
+	rc := testcluster.Of(s)
 	owners, err := testcluster.SlotOwners(rc)
 	if err != nil {
 		t.Fatal(err)
@@ -207,7 +207,7 @@ func TestClusterOneRoundTrip(t *testing.T) {
 	for addr, stop := range stops {
 		here := 0
 		for _, line := range stop() {
-			if !strings.Contains(line, `"`+s.ns) || strings.Contains(line, " lua] ") {
+			if !strings.Contains(line, `"`+s.NS) || strings.Contains(line, " lua] ") {
 				continue // another test's, or run by a script
 			}
 			f := strings.Split(line, `"`) // ts [db addr] "CMD" "arg1" "arg2" ...

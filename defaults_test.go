@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -25,11 +26,11 @@ import (
 // what they may have left on the server is abandoned once it answers again.
 func TestHungServer(t *testing.T) {
 	s := privateServer(t, "private redis")
-	pid := s.info(t, "process_id")
+	pid := info(s, t, "process_id")
 	ctx := context.Background() // the bounds must come from the engine
 	const callTimeout = 300 * time.Millisecond
-	e := s.engine(WithCallTimeout(callTimeout))
-	holder, err := s.engine().TryLock(ctxT(t), "hung", LockOptions{TTL: time.Minute})
+	e := engine(s, WithCallTimeout(callTimeout))
+	holder, err := engine(s).TryLock(ctxT(t), "hung", LockOptions{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,8 +67,8 @@ func TestHungServer(t *testing.T) {
 	if err := holder.Unlock(ctxT(t)); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range s.keys(t) { // void marks expire after a lease: a late arrival takes nothing
-		if k != s.ns+"lock:{hung}:fence" && !strings.HasPrefix(k, s.ns+"lock:{hung}:void:") {
+	for _, k := range s.Keys(t) { // void marks expire after a lease: a late arrival takes nothing
+		if k != s.NS+"lock:{hung}:fence" && !strings.HasPrefix(k, s.NS+"lock:{hung}:void:") {
 			t.Errorf("left after the abandons: %s", k)
 		}
 	}
@@ -77,12 +78,12 @@ func TestHungServer(t *testing.T) {
 // connections are out; a wait rides that out, and Unlock retries it, so
 // that 16 goroutines on a pool of 3 all get their locks and free them.
 func TestPoolExhaustedWaitedOut(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
-		pool := &redis.Pool{MaxActive: 3, MaxIdle: 3, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		s.Realtime(t)
+		pool := &redis.Pool{MaxActive: 3, MaxIdle: 3, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Addr) }}
 		t.Cleanup(func() { pool.Close() })
-		e := New(pool, WithNamespace(s.ns))
+		e := New(pool, WithNamespace(s.NS))
 		ctx := ctxT(t)
 		var failed, done atomic.Int64
 		var wg sync.WaitGroup
@@ -108,7 +109,7 @@ func TestPoolExhaustedWaitedOut(t *testing.T) {
 			}(g)
 		}
 		wg.Wait()
-		t.Logf("%s: 160 cycles through a pool of 3 without Wait: %d done, %d failed", s.name, done.Load(), failed.Load())
+		t.Logf("%s: 160 cycles through a pool of 3 without Wait: %d done, %d failed", s.Name, done.Load(), failed.Load())
 		for g := 0; g < 4; g++ {
 			if locked, err := e.IsLocked(ctx, "pe"+strconv.Itoa(g)); err != nil || locked {
 				t.Errorf("pe%d still locked (%v, %v): an Unlock gave up on the exhausted pool", g, locked, err)
@@ -150,9 +151,9 @@ func TestRedisDownIsNotNotAcquired(t *testing.T) {
 // AcquireSemaphore's zero Wait waits, as Lock's does; TryAcquireSemaphore
 // makes one attempt.
 func TestZeroWaitMeansTheDefault(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		p, err := e.TryAcquireSemaphore(ctx, "zw", SemaphoreOptions{Limit: 1, TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -171,8 +172,8 @@ func TestZeroWaitMeansTheDefault(t *testing.T) {
 
 // Errors name the package once and say what happened to which object.
 func TestErrorMessages(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	var ps []*Permit
 	for i := 0; i < 3; i++ {
 		p, err := e.TryAcquireSemaphore(ctx, "jobs", SemaphoreOptions{Limit: 3, TTL: 10 * time.Second})

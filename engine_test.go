@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -50,13 +51,13 @@ func TestScriptsDeclareTheirKeys(t *testing.T) {
 }
 
 func TestLockDefaultTTL(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		l, err := s.engine().TryLock(ctx, "d", LockOptions{})
+		l, err := engine(s).TryLock(ctx, "d", LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{d}"))
+		pttl, _ := redis.Int64(s.Do("PTTL", s.NS+"lock:{d}"))
 		if pttl <= 9000 || pttl > 10000 {
 			t.Errorf("PTTL %d ms, want the 10s default", pttl)
 		}
@@ -72,10 +73,10 @@ func TestLockDefaultTTL(t *testing.T) {
 // strictly, which internal/suite checks over every client; this pins the
 // counter itself.
 func TestLockFencesAreConsecutive(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		engines := []*Engine{s.engine(), s.engine(), s.engine()}
-		before := s.serverMicros(t)
+		engines := []*Engine{engine(s), engine(s), engine(s)}
+		before := serverMicros(s, t)
 		var first int64
 		for i := int64(0); i < 30; i++ {
 			l, err := engines[i%3].TryLock(ctx, "f", LockOptions{})
@@ -85,7 +86,7 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 			if i == 0 {
 				// A name's first fence is the server's clock in microseconds.
 				first = l.Fence()
-				if after := s.serverMicros(t); first < before || first > after {
+				if after := serverMicros(s, t); first < before || first > after {
 					t.Fatalf("first fence %d, want the server's clock in µs, in [%d, %d]", first, before, after)
 				}
 			}
@@ -97,7 +98,7 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 			}
 		}
 
-		e := s.engine()
+		e := engine(s)
 		a, err := e.TryLock(ctx, "w", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -138,7 +139,7 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 		var acquired atomic.Int64
 		var wg sync.WaitGroup
 		for w := 0; w < workers; w++ {
-			e := s.engine()
+			e := engine(s)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -157,7 +158,7 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		fence, err := redis.Int64(s.do("GET", s.ns+"lock:{mutex}:fence"))
+		fence, err := redis.Int64(s.Do("GET", s.NS+"lock:{mutex}:fence"))
 		if err != nil || fence != base.Fence()+acquired.Load() || acquired.Load() != int64(workers*cycles) {
 			t.Errorf("fence %d (%v) after %d of %d acquisitions", fence, err, acquired.Load(), workers*cycles)
 		}
@@ -165,9 +166,9 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 }
 
 func TestLockWaitsForExpiry(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		if _, err := e.TryLock(ctx, "x", LockOptions{TTL: 100 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
@@ -182,9 +183,9 @@ func TestLockWaitsForExpiry(t *testing.T) {
 }
 
 func TestWatchdogExtendChangesLease(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		l, err := e.TryLock(ctx, "wx", LockOptions{TTL: 30 * time.Second, Watchdog: true})
 		if err != nil {
 			t.Fatal(err)
@@ -202,9 +203,9 @@ func TestWatchdogExtendChangesLease(t *testing.T) {
 }
 
 func TestWatchdogLost(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		if n := watchdogs(); n != 0 {
 			t.Fatalf("%d watchdogs before the test", n)
 		}
@@ -212,7 +213,7 @@ func TestWatchdogLost(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.must(t, "DEL", s.ns+"lock:{gone}")
+		s.Must(t, "DEL", s.NS+"lock:{gone}")
 		select {
 		case <-l.Lost():
 		case <-time.After(3 * time.Second):
@@ -226,13 +227,13 @@ func TestWatchdogLost(t *testing.T) {
 }
 
 func TestLostNeverClosesWithoutWatchdog(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		l, err := s.engine().TryLock(ctx, "nw", LockOptions{TTL: 10 * time.Millisecond})
+		l, err := engine(s).TryLock(ctx, "nw", LockOptions{TTL: 10 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.advance(20 * time.Millisecond)
+		s.Advance(20 * time.Millisecond)
 		if err := l.Extend(ctx, time.Second); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("Extend: %v", err)
 		}
@@ -287,20 +288,20 @@ func watchdogs() int {
 // (internal/suite's ScriptFlushFallsBackToEval checks the calls work over
 // every client; this checks, by the script's hash, that EVAL reloaded it.)
 func TestScriptFlushReloadsScript(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		l, err := e.TryLock(ctx, "sf", LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.must(t, "SCRIPT", "FLUSH")
-		if ok, _ := redis.Ints(s.do("SCRIPT", "EXISTS", scriptLockRelease.Hash())); len(ok) != 1 || ok[0] != 0 {
+		s.Must(t, "SCRIPT", "FLUSH")
+		if ok, _ := redis.Ints(s.Do("SCRIPT", "EXISTS", scriptLockRelease.Hash())); len(ok) != 1 || ok[0] != 0 {
 			t.Fatalf("SCRIPT EXISTS after FLUSH = %v", ok)
 		}
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
 		}
-		if ok, _ := redis.Ints(s.do("SCRIPT", "EXISTS", scriptLockRelease.Hash())); len(ok) != 1 || ok[0] != 1 {
+		if ok, _ := redis.Ints(s.Do("SCRIPT", "EXISTS", scriptLockRelease.Hash())); len(ok) != 1 || ok[0] != 1 {
 			t.Errorf("the EVAL fallback did not load the script: %v", ok)
 		}
 	})
@@ -313,8 +314,8 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 	if addr == "" {
 		t.Skip("REDIS_ADDR not set: MONITOR runs on a real server only")
 	}
-	s := newReal(t, "redis", addr)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Real(t, "redis", addr)
+	ctx, e := ctxT(t), engine(s)
 	var l, r *Lock
 	var p *Permit
 	ops := []struct {
@@ -356,7 +357,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		}
 	}
 	for _, op := range ops {
-		got := monitor(t, addr, s.ns, op.run)
+		got := monitor(t, addr, s.NS, op.run)
 		want := 1
 		if strings.HasPrefix(op.name, "CountActive") {
 			want = 2 // the periods' indexes, then the one shard
@@ -415,13 +416,13 @@ func monitor(t *testing.T, addr, ns string, f func() error) []string {
 // is in flight when Extend(1h) is sent, and lands after it. The server
 // must keep the hour.
 func TestExtendBeatsLateExtension(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte("\r\n600\r\n"), holdFor: 160 * time.Millisecond})
-		e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		proxy := startProxy(t, s.Addr, faults{holdOn: []byte("\r\n600\r\n"), holdFor: 160 * time.Millisecond})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
 		ctx := ctxT(t)
 		// The scripts loaded straight, so that no NOSCRIPT doubles a hold.
-		warm, err := s.engine().TryLock(ctx, "warm", LockOptions{})
+		warm, err := engine(s).TryLock(ctx, "warm", LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -439,7 +440,7 @@ func TestExtendBeatsLateExtension(t *testing.T) {
 				t.Fatalf("round %d: Extend: %v", i, err)
 			}
 			time.Sleep(300 * time.Millisecond) // every held extension has landed
-			pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{ext}"))
+			pttl, _ := redis.Int64(s.Do("PTTL", s.NS+"lock:{ext}"))
 			if pttl < int64(50*time.Minute/time.Millisecond) {
 				t.Fatalf("round %d: PTTL %d ms after Extend(1h) returned: an older extension shortened the lease", i, pttl)
 			}
@@ -459,9 +460,9 @@ func TestExtendBeatsLateExtension(t *testing.T) {
 // watchdog extension an Extend's number has overtaken) changes nothing: the
 // script says it is stale (2) and the lease the applied one set stands.
 func TestExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		l, err := e.TryLock(ctx, "seq", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -469,13 +470,13 @@ func TestExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
 		if err := l.Extend(ctx, time.Hour); err != nil { // extension number 1
 			t.Fatal(err)
 		}
-		c := s.pool.Get()
+		c := s.Pool.Get()
 		defer c.Close()
-		v, err := redis.Int64(scriptLockExtend.Do(c, s.ns+"lock:{seq}", l.Token(), time.Second.Milliseconds(), 1))
+		v, err := redis.Int64(scriptLockExtend.Do(c, s.NS+"lock:{seq}", l.Token(), time.Second.Milliseconds(), 1))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if pttl := s.pttl(t, s.ns+"lock:{seq}"); v != 2 || pttl < 59*time.Minute {
+		if pttl := s.PTTL(t, s.NS+"lock:{seq}"); v != 2 || pttl < 59*time.Minute {
 			t.Errorf("extension 1 with 1s again after Extend(1h) was extension 1: reply %d, lease %v left; want 2 (stale) and the hour", v, pttl)
 		}
 	})
@@ -484,8 +485,8 @@ func TestExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
 // defer l.Unlock(ctx) on a request context that was cancelled meanwhile
 // must still release the lock (README, "Locks": Unlock always tries).
 func TestUnlockOnDoneContext(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		e := s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e := engine(s)
 		ctx, cancel := context.WithCancel(context.Background())
 		l, err := e.TryLock(ctx, "done", LockOptions{TTL: time.Minute, Watchdog: true})
 		if err != nil {
@@ -548,9 +549,9 @@ func TestGiveUpSendsNothingExtra(t *testing.T) {
 		t.Errorf("3 TryLocks with Redis down dialled %d times, want 3 (no abandon of what never reached the server)", n)
 	}
 
-	s := newMini(t)
+	s := testserver.Mini(t)
 	busy := &dialCounter{}
-	busy.Pool = &redis.Pool{MaxActive: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.mini.Addr()) }}
+	busy.Pool = &redis.Pool{MaxActive: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Mini.Addr()) }}
 	t.Cleanup(func() { busy.Close() })
 	held := busy.Get()
 	defer held.Close()
@@ -576,11 +577,11 @@ func TestGiveUpSendsNothingExtra(t *testing.T) {
 // Close stops every watchdog the engine runs (their Lost channels close:
 // nobody extends those leases any more) and waits for pending abandons.
 func TestEngineClose(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		ctx := ctxT(t)
-		proxy := startProxy(t, serverAddr(s), faults{delayP: 1, maxDelay: 30 * time.Millisecond})
-		e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+		proxy := startProxy(t, s.Addr, faults{delayP: 1, maxDelay: 30 * time.Millisecond})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
 		var ls []*Lock
 		for _, name := range []string{"c1", "c2"} {
 			l, err := e.TryLock(ctx, name, LockOptions{TTL: time.Minute, Watchdog: true})
@@ -670,8 +671,8 @@ func TestNilHoldings(t *testing.T) {
 
 // A wait ended by its context wraps both ErrNotAcquired and ctx.Err().
 func TestWaitEndedByContext(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		e := s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e := engine(s)
 		if _, err := e.TryLock(ctxT(t), "busy", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}

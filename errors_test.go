@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -18,7 +19,7 @@ import (
 // failure), and matches context.DeadlineExceeded only when the caller's
 // context ended.
 func TestUnlockNamesItsCause(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -30,10 +31,10 @@ func TestUnlockNamesItsCause(t *testing.T) {
 		if down.Load() {
 			return redis.Dial("tcp", refused)
 		}
-		return redis.Dial("tcp", s.mini.Addr())
+		return redis.Dial("tcp", s.Mini.Addr())
 	}}
 	t.Cleanup(func() { pool.Close() })
-	e := New(pool, WithNamespace(s.ns))
+	e := New(pool, WithNamespace(s.NS))
 	t.Cleanup(func() { down.Store(false); e.Close(context.Background()) })
 	ctx := ctxT(t)
 	var ls []*Lock
@@ -61,9 +62,9 @@ func TestUnlockNamesItsCause(t *testing.T) {
 // A holding's context says why it ended: a loss is an *Error wrapping
 // ErrNotHeld, a release says so.
 func TestHoldingContextCause(t *testing.T) {
-	s := newMini(t)
-	s.realtime(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	s.Realtime(t)
+	ctx, e := ctxT(t), engine(s)
 	lost, err := e.TryLock(ctx, "lost", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
 	if err != nil {
 		t.Fatal(err)
@@ -101,15 +102,15 @@ func TestHoldingContextCause(t *testing.T) {
 // finds its lease run out returns ErrNotHeld, and the logger gets no second
 // copy (the observer still hears of the loss).
 func TestReturnedErrorsAreNotLogged(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	ctx := ctxT(t)
 	rec, logs := &recorder{}, &logRecords{}
-	e := s.engine(WithObserver(rec.observe), WithLogger(slog.New(logs)))
+	e := engine(s, WithObserver(rec.observe), WithLogger(slog.New(logs)))
 	l, err := e.TryLock(ctx, "gone", LockOptions{TTL: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.advance(time.Second)
+	s.Advance(time.Second)
 	if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Fatalf("Unlock after the lease ran out: %v, want ErrNotHeld", err)
 	}
@@ -123,8 +124,8 @@ func TestReturnedErrorsAreNotLogged(t *testing.T) {
 
 // Error.Object takes the Object constants, and a Try form ignores Wait.
 func TestObjectsAndTryIgnoresWait(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	for _, c := range []struct {
 		object string
 		err    error

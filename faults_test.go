@@ -27,8 +27,8 @@ import (
 
 // checkerScale is how many acquisitions a checker makes: the full 100k on
 // a real server (CI), a few thousand on miniredis or with -short.
-func checkerScale(s *server) int {
-	if s.mini != nil || testing.Short() {
+func checkerScale(s *testserver.Server) int {
+	if s.Mini != nil || testing.Short() {
 		return 3000
 	}
 	return 100000
@@ -182,8 +182,8 @@ func (f *mutexFigures) checkBite(t *testing.T, target int) {
 // fence caught had a valid release.
 func TestMutualExclusionUnderFaults(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		target := checkerScale(s)
 		const workers, names, engines = 32, 16, 4
 		es, proxy := faultyEngines(t, s, engines)
@@ -224,7 +224,7 @@ func TestMutualExclusionUnderFaults(t *testing.T) {
 			f.overlaps += int64(overlapsAmongValid(secs))
 		}
 		t.Logf("%s: %d acquisitions, %d overlaps among valid holders, %d fence violations, %d lost leases, %d fenced out (%d refused at entry), %d errors, %d connections cut",
-			s.name, f.acquisitions, f.overlaps, f.fenceViolations, f.lost, f.fencedOut, f.refusedAtEntry, f.errs, proxy.cuts.Load())
+			s.Name, f.acquisitions, f.overlaps, f.fenceViolations, f.lost, f.fencedOut, f.refusedAtEntry, f.errs, proxy.cuts.Load())
 		if f.overlaps != 0 || f.fenceViolations != 0 {
 			t.Errorf("mutual exclusion broken: %d overlaps, %d fence violations", f.overlaps, f.fenceViolations)
 		}
@@ -237,12 +237,12 @@ func TestMutualExclusionUnderFaults(t *testing.T) {
 // to hold, and
 // returns the sections per semaphore. acquire returns a release func, or
 // nil when refused.
-func admission(t *testing.T, s *server, target, sems int, hold time.Duration, acquire func(c redis.Conn, e *Engine, sem string) (release func() (bool, error), err error)) (secs [][]section, granted, errs int64) {
-	proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+func admission(t *testing.T, s *testserver.Server, target, sems int, hold time.Duration, acquire func(c redis.Conn, e *Engine, sem string) (release func() (bool, error), err error)) (secs [][]section, granted, errs int64) {
+	proxy := startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
 	pool := newPool(t, proxy.addr())
 	pool.MaxIdle = 128
 	const workers = 64
-	e := New(pool, WithNamespace(s.ns))
+	e := New(pool, WithNamespace(s.NS))
 	secs = make([][]section, sems)
 	var mu sync.Mutex
 	var started atomic.Int64
@@ -290,11 +290,11 @@ func admission(t *testing.T, s *server, target, sems int, hold time.Duration, ac
 
 func TestAdmissionUnderFaults(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		const limit = 5
 		ttl := 50 * time.Millisecond
-		if s.mini != nil {
+		if s.Mini != nil {
 			ttl = 250 * time.Millisecond // miniredis's Lua, under -race, is slow enough to time out 50 ms permits
 		}
 		secs, granted, errs := admission(t, s, checkerScale(s), 4, 2*time.Millisecond, func(_ redis.Conn, e *Engine, sem string) (func() (bool, error), error) {
@@ -321,11 +321,11 @@ func TestAdmissionUnderFaults(t *testing.T) {
 			}
 		}
 		t.Logf("%s: %d permits granted on 4 semaphores of limit %d, %d over-admissions (peak %d valid at once), %d timed out or cut, %d errors",
-			s.name, granted, limit, over, peak, timedOut, errs)
+			s.Name, granted, limit, over, peak, timedOut, errs)
 		if over != 0 {
 			t.Errorf("%d over-admissions", over)
 		}
-		if want := map[bool]int{true: 2, false: limit}[s.mini != nil]; peak < want {
+		if want := map[bool]int{true: 2, false: limit}[s.Mini != nil]; peak < want {
 			t.Errorf("peak %d valid holders at once, want at least %d: the check proves little", peak, want)
 		}
 	})
@@ -336,10 +336,10 @@ func TestAdmissionUnderFaults(t *testing.T) {
 // back 150 ms ranks below one that INCRed after it and was admitted
 // meanwhile, so both hold. The section checker counts the over-admission.
 func TestBookFairSemaphoreOverAdmits(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		const limit = 5
-		key := s.ns + "semaphore:book"
-		slow := startProxy(t, serverAddr(s), faults{holdOn: []byte("ZRANK"), holdFor: 150 * time.Millisecond})
+		key := s.NS + "semaphore:book"
+		slow := startProxy(t, s.Addr, faults{holdOn: []byte("ZRANK"), holdFor: 150 * time.Millisecond})
 		type holder struct {
 			c     redis.Conn
 			id    string
@@ -356,7 +356,7 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 			}
 		}
 		for i := 0; i < limit-1; i++ { // four holders: one slot left
-			acquire(s.pool.Get())
+			acquire(s.Pool.Get())
 		}
 		slowConn, err := redis.Dial("tcp", slow.addr())
 		if err != nil {
@@ -369,7 +369,7 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 			slowID, _ = bookAcquireFairSemaphore(slowConn, key, limit, 10*time.Second, time.Now())
 		}()
 		time.Sleep(50 * time.Millisecond)
-		acquire(s.pool.Get()) // INCRs after the slow client, ranks first: the fifth
+		acquire(s.Pool.Get()) // INCRs after the slow client, ranks first: the fifth
 		<-done
 		if slowID != "" {
 			holders = append(holders, holder{slowConn, slowID, time.Now()})
@@ -382,20 +382,20 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 			h.c.Close()
 		}
 		over, peak := overAdmissions(secs, limit)
-		t.Logf("%s: the book's fair semaphore with one client's second MULTI held back 150 ms: %d holders at once, limit %d, %d over-admission(s) counted", s.name, peak, limit, over)
+		t.Logf("%s: the book's fair semaphore with one client's second MULTI held back 150 ms: %d holders at once, limit %d, %d over-admission(s) counted", s.Name, peak, limit, over)
 		if over == 0 {
 			t.Errorf("the book's fair semaphore did not over-admit: the checker cannot see the failure")
 		}
 
 		// Ours, staged the same way: the acquire is one script, so there is
 		// no second step to hold back; whichever lands first gets the slot.
-		e := s.engine()
+		e := engine(s)
 		for i := 0; i < limit-1; i++ {
 			if _, err := e.TryAcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: limit}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		slowOurs := New(newPool(t, startProxy(t, serverAddr(s), faults{holdOn: []byte("EVALSHA"), holdFor: 150 * time.Millisecond}).addr()), WithNamespace(s.ns))
+		slowOurs := New(newPool(t, startProxy(t, s.Addr, faults{holdOn: []byte("EVALSHA"), holdFor: 150 * time.Millisecond}).addr()), WithNamespace(s.NS))
 		var slowErr error
 		done = make(chan struct{})
 		go func() {
@@ -415,31 +415,31 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 // leaves a lock with no TTL: held forever if no waiter repairs it. Ours,
 // cut right after its one request, always has a lease.
 func TestBookLockCutBeforeExpire(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		proxy := startProxy(t, serverAddr(s), faults{cutOn: []byte("EXPIRE")})
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		proxy := startProxy(t, s.Addr, faults{cutOn: []byte("EXPIRE")})
 		c, err := redis.Dial("tcp", proxy.addr())
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
 		var retries atomic.Int64
-		_, err = bookAcquireLockWithTimeout(c, s.ns+"lock:book", time.Second, 10*time.Second, &retries)
+		_, err = bookAcquireLockWithTimeout(c, s.NS+"lock:book", time.Second, 10*time.Second, &retries)
 		if err == nil {
 			t.Fatal("the cut was not seen")
 		}
-		ttl, _ := redis.Int(s.do("TTL", s.ns+"lock:book"))
-		t.Logf("%s: the book's lock after a cut between SETNX and EXPIRE: TTL %d", s.name, ttl)
+		ttl, _ := redis.Int(s.Do("TTL", s.NS+"lock:book"))
+		t.Logf("%s: the book's lock after a cut between SETNX and EXPIRE: TTL %d", s.Name, ttl)
 		if ttl != -1 {
 			t.Errorf("TTL %d, want -1: the failure was not reproduced", ttl)
 		}
 
 		// Ours: cut every connection right after the acquire request.
-		cutting := startProxy(t, serverAddr(s), faults{cutOn: []byte("EVALSHA")})
-		ours := New(newPool(t, cutting.addr()), WithNamespace(s.ns))
+		cutting := startProxy(t, s.Addr, faults{cutOn: []byte("EVALSHA")})
+		ours := New(newPool(t, cutting.addr()), WithNamespace(s.NS))
 		if _, err := ours.TryLock(context.Background(), "ours", LockOptions{TTL: time.Minute}); err == nil {
 			t.Fatal("the cut was not seen")
 		}
-		if pttl, _ := redis.Int(s.do("PTTL", s.ns+"lock:{ours}")); pttl == -1 {
+		if pttl, _ := redis.Int(s.Do("PTTL", s.NS+"lock:{ours}")); pttl == -1 {
 			t.Errorf("our lock has no TTL after a cut")
 		}
 	})
@@ -452,14 +452,14 @@ func TestBookLockCutBeforeExpire(t *testing.T) {
 // lock gone: Unlock says so, and not as ErrNotHeld, which would tell the
 // caller that another took it.
 func TestUnlockRetriesACutConnection(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := context.Background()
 		for _, c := range []struct {
 			name      string
 			replyLost bool // the release ran; only its reply was lost
 		}{{"release lost", false}, {"reply lost", true}} {
-			proxy := startProxy(t, serverAddr(s), faults{cutOn: []byte(scriptLockRelease.Hash()), cutTimes: 1, cutAfter: c.replyLost})
-			e := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+			proxy := startProxy(t, s.Addr, faults{cutOn: []byte(scriptLockRelease.Hash()), cutTimes: 1, cutAfter: c.replyLost})
+			e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
 			l, err := e.Lock(ctx, "cut", LockOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatal(err)
@@ -474,7 +474,7 @@ func TestUnlockRetriesACutConnection(t *testing.T) {
 			case c.replyLost && (err == nil || errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), "went unanswered")):
 				t.Errorf("%s: Unlock = %v, want an error saying the release went unanswered, not ErrNotHeld", c.name, err)
 			}
-			if locked, err := s.engine().IsLocked(ctx, "cut"); err != nil || locked {
+			if locked, err := engine(s).IsLocked(ctx, "cut"); err != nil || locked {
 				t.Errorf("%s: after Unlock: locked %v (%v), want free", c.name, locked, err)
 			}
 			e.Close(ctx)
@@ -486,10 +486,10 @@ func TestUnlockRetriesACutConnection(t *testing.T) {
 // timeout when nobody purged it yet: a timed-out permit comes back. Ours
 // answers ErrNotHeld and the permit stays gone.
 func TestBookRefreshRevives(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		c := s.pool.Get()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		c := s.Pool.Get()
 		defer c.Close()
-		key := s.ns + "semaphore:book"
+		key := s.NS + "semaphore:book"
 		t0 := time.Now()
 		id, err := bookAcquireFairSemaphore(c, key, 1, time.Second, t0)
 		if err != nil || id == "" {
@@ -500,17 +500,17 @@ func TestBookRefreshRevives(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("%s: the book's refresh of a permit 1s past its timeout returned %v", s.name, ok)
+		t.Logf("%s: the book's refresh of a permit 1s past its timeout returned %v", s.Name, ok)
 		if !ok {
 			t.Errorf("the book's refresh refused a timed-out permit: the failure was not reproduced")
 		}
 
-		e := s.engine()
+		e := engine(s)
 		p, err := e.TryAcquireSemaphore(context.Background(), "ours", SemaphoreOptions{Limit: 1, TTL: 50 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.advance(100 * time.Millisecond)
+		s.Advance(100 * time.Millisecond)
 		if err := p.Extend(context.Background(), 0); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("our Extend of a timed-out permit: %v", err)
 		}
@@ -523,10 +523,10 @@ func TestBookRefreshRevives(t *testing.T) {
 // Jumps of the server's TIME change what server time says and nothing
 // else: no lock or permit is lost or gained by them.
 func TestClockJumps(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	base := time.Now()
-	s.mini.SetTime(base)
+	s.Mini.SetTime(base)
 	l, err := e.TryLock(ctx, "clk", LockOptions{TTL: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -536,7 +536,7 @@ func TestClockJumps(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, jump := range []time.Duration{5 * time.Second, -5 * time.Second, 9 * time.Second, -5 * time.Second, 0} {
-		s.mini.SetTime(base.Add(jump))
+		s.Mini.SetTime(base.Add(jump))
 		if held, err := l.Held(ctx); !held || err != nil {
 			t.Errorf("TIME %+v: lock Held = %v, %v", jump, held, err)
 		}
@@ -549,10 +549,10 @@ func TestClockJumps(t *testing.T) {
 		if err := p.Extend(ctx, 0); err != nil {
 			t.Errorf("TIME %+v: Extend: %v", jump, err)
 		}
-		s.mini.SetTime(base) // Extend moved the deadline to now+10s; keep it at base+10s
+		s.Mini.SetTime(base) // Extend moved the deadline to now+10s; keep it at base+10s
 		p.Extend(ctx, 0)
 	}
-	s.mini.SetTime(base.Add(10 * time.Second))
+	s.Mini.SetTime(base.Add(10 * time.Second))
 	if n, _ := e.SemaphoreHolders(ctx, "clk"); n != 0 {
 		t.Errorf("at the deadline by server time: %d permits", n)
 	}
@@ -562,8 +562,8 @@ func TestClockJumps(t *testing.T) {
 // EVAL fallback, none fails.
 func TestScriptFlushMidRun(t *testing.T) {
 	testserver.Parallel(t) // slow, and flushes only its own miniredis's scripts
-	servers(t, func(t *testing.T, s *server) {
-		e := s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e := engine(s)
 		stop := make(chan struct{})
 		var flushes atomic.Int64
 		var wg sync.WaitGroup
@@ -575,7 +575,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 				case <-stop:
 					return
 				case <-time.After(2 * time.Millisecond):
-					s.do("SCRIPT", "FLUSH")
+					s.Do("SCRIPT", "FLUSH")
 					flushes.Add(1)
 				}
 			}
@@ -598,7 +598,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 		}
 		close(stop)
 		wg.Wait()
-		t.Logf("%s: %d rounds of every operation, %d SCRIPT FLUSHes, no failure", s.name, rounds, flushes.Load())
+		t.Logf("%s: %d rounds of every operation, %d SCRIPT FLUSHes, no failure", s.Name, rounds, flushes.Load())
 	})
 }
 

@@ -21,16 +21,16 @@ import (
 
 const testQueueTTL = 150 * time.Millisecond
 
-func (s *server) waitEngine() *Engine {
-	e := s.engine()
+func waitEngine(s *testserver.Server) *Engine {
+	e := engine(s)
 	e.queueTTL = testQueueTTL
 	return e
 }
 
 // queued is how many waiters the server shows in an object's queue.
-func (s *server) queued(t testing.TB, key string) int {
+func countQueued(s *testserver.Server, t testing.TB, key string) int {
 	t.Helper()
-	n, err := redis.Int(s.do("ZCARD", key))
+	n, err := redis.Int(s.Do("ZCARD", key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,12 +38,12 @@ func (s *server) queued(t testing.TB, key string) int {
 }
 
 // waitQueued waits (generously) until the server shows n waiters queued.
-func (s *server) waitQueued(t testing.TB, key string, n int) {
+func waitQueued(s *testserver.Server, t testing.TB, key string, n int) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
-	for s.queued(t, key) != n {
+	for countQueued(s, t, key) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: %d queued, want %d", key, s.queued(t, key), n)
+			t.Fatalf("%s: %d queued, want %d", key, countQueued(s, t, key), n)
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -52,12 +52,12 @@ func (s *server) waitQueued(t testing.TB, key string, n int) {
 // Waiters get the lock in the order they queued: each is started only once
 // the server shows the one before it queued.
 func TestHandoffFIFO(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		ctx := ctxT(t)
 		for _, kind := range []string{"lock", "semaphore"} {
 			t.Run(kind, func(t *testing.T) {
-				e := s.waitEngine()
+				e := waitEngine(s)
 				take := func(wait time.Duration) (func() error, error) {
 					if kind == "lock" {
 						l, err := e.Lock(ctx, "fifo", LockOptions{TTL: time.Minute, Wait: wait})
@@ -72,7 +72,7 @@ func TestHandoffFIFO(t *testing.T) {
 					}
 					return func() error { return p.Release(ctx) }, nil
 				}
-				queue := s.ns + map[string]string{"lock": "lock", "semaphore": "sem"}[kind] + ":{fifo}:queue"
+				queue := s.NS + map[string]string{"lock": "lock", "semaphore": "sem"}[kind] + ":{fifo}:queue"
 				release, err := take(time.Minute)
 				if err != nil {
 					t.Fatal(err)
@@ -97,7 +97,7 @@ func TestHandoffFIFO(t *testing.T) {
 							t.Error(err)
 						}
 					}(i)
-					s.waitQueued(t, queue, i+1)
+					waitQueued(s, t, queue, i+1)
 				}
 				if err := release(); err != nil {
 					t.Fatal(err)
@@ -112,7 +112,7 @@ func TestHandoffFIFO(t *testing.T) {
 				if err := e.Close(ctx); err != nil {
 					t.Fatal(err)
 				}
-				if n := s.queued(t, queue); n != 0 {
+				if n := countQueued(s, t, queue); n != 0 {
 					t.Errorf("%d entries left in the queue", n)
 				}
 			})
@@ -124,9 +124,9 @@ func TestHandoffFIFO(t *testing.T) {
 // waiters, not even while the object is free between a crash and the
 // moment the head takes it.
 func TestNoQueueJumping(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		if _, err := e.TryLock(ctx, "nj", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
@@ -138,8 +138,8 @@ func TestNoQueueJumping(t *testing.T) {
 			}
 			got <- err
 		}()
-		s.waitQueued(t, s.ns+"lock:{nj}:queue", 1)
-		s.must(t, "DEL", s.ns+"lock:{nj}") // the holder's lease is gone
+		waitQueued(s, t, s.NS+"lock:{nj}:queue", 1)
+		s.Must(t, "DEL", s.NS+"lock:{nj}") // the holder's lease is gone
 		_, err := e.TryLock(ctx, "nj", LockOptions{})
 		if !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("TryLock on a free lock with a waiter queued: %v, want ErrNotAcquired", err)
@@ -158,11 +158,11 @@ func TestNoQueueJumping(t *testing.T) {
 			}
 			got <- err
 		}()
-		s.waitQueued(t, s.ns+"sem:{nj}:queue", 1)
+		waitQueued(s, t, s.NS+"sem:{nj}:queue", 1)
 		if _, err := e.TryAcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("one-shot AcquireSemaphore with a waiter queued: %v, want ErrNotAcquired", err)
 		}
-		s.must(t, "DEL", s.ns+"sem:{nj}", s.ns+"sem:{nj}:owner") // the permit is gone
+		s.Must(t, "DEL", s.NS+"sem:{nj}", s.NS+"sem:{nj}:owner") // the permit is gone
 		if _, err := e.TryAcquireSemaphore(ctx, "nj", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("one-shot AcquireSemaphore on a free slot with a waiter queued: %v, want ErrNotAcquired", err)
 		}
@@ -175,9 +175,9 @@ func TestNoQueueJumping(t *testing.T) {
 // A holder that crashes (never unlocks): the head of the queue takes the
 // lock when the lease ends, told when by the server.
 func TestHandoffAfterCrashedHolder(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		if _, err := e.TryLock(ctx, "crash", LockOptions{TTL: 300 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
@@ -200,18 +200,18 @@ func TestHandoffAfterCrashedHolder(t *testing.T) {
 // A waiter that dies while queued (its entry is never extended): the next
 // waiter is delayed by at most the dead entry's lifetime, not by a lease.
 func TestDeadWaiterSkipped(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		holder, err := e.TryLock(ctx, "dw", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
 		// A waiter that queues and then dies: its one call, and no extension.
 		dead := "dead-waiter"
-		k := func(suffix string) any { return s.ns + "lock:{dw}" + suffix }
-		if _, err := redis.Int64s(scriptLockAcquire.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+dead),
-			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "dead", s.ns+"wake:")); err != nil {
+		k := func(suffix string) any { return s.NS + "lock:{dw}" + suffix }
+		if _, err := redis.Int64s(scriptLockAcquire.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+dead),
+			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "dead", s.NS+"wake:")); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan time.Duration, 1)
@@ -223,7 +223,7 @@ func TestDeadWaiterSkipped(t *testing.T) {
 			l.Unlock(ctx)
 			got <- 0
 		}()
-		s.waitQueued(t, s.ns+"lock:{dw}:queue", 2)
+		waitQueued(s, t, s.NS+"lock:{dw}:queue", 2)
 		start := time.Now()
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -240,9 +240,9 @@ func TestDeadWaiterSkipped(t *testing.T) {
 // queueOutlives reads, in one script, the server's clock, a queue's two
 // keys' PTTLs and the deadlines of the entries in its waiters hash, and
 // fails t unless both keys expire after every live entry's deadline.
-func (s *server) queueOutlives(t *testing.T, prefix string) {
+func queueOutlives(s *testserver.Server, t *testing.T, prefix string) {
 	t.Helper()
-	v, err := redis.Int64s(s.do("EVAL", `
+	v, err := redis.Int64s(s.Do("EVAL", `
 local t = redis.call('TIME')
 local last = 0
 for _, e in ipairs(redis.call('HVALS', KEYS[2])) do
@@ -268,20 +268,20 @@ return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), last,
 // semaphores expire the same way.
 func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 	testserver.Parallel(t) // waits out entry lifetimes on purpose
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		holder, err := e.TryLock(ctx, "qk", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		prefix := s.ns + "lock:{qk}"
-		s.rawWaiter(t, "qk", "dead", "gone", testQueueTTL)
-		s.queueOutlives(t, prefix)
+		prefix := s.NS + "lock:{qk}"
+		rawWaiter(s, t, "qk", "dead", "gone", testQueueTTL)
+		queueOutlives(s, t, prefix)
 		start := time.Now()
-		for s.queued(t, prefix+":queue") != 0 || len(s.keys(t)) != 2 { // the lock and its fence
+		for countQueued(s, t, prefix+":queue") != 0 || len(s.Keys(t)) != 2 { // the lock and its fence
 			if time.Since(start) > 2*testQueueTTL+2*time.Second {
-				t.Fatalf("a dead waiter's queue still there %v after it queued: %q", time.Since(start), s.keys(t))
+				t.Fatalf("a dead waiter's queue still there %v after it queued: %q", time.Since(start), s.Keys(t))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -295,9 +295,9 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 			}
 			got <- err
 		}()
-		s.waitQueued(t, prefix+":queue", 1)
+		waitQueued(s, t, prefix+":queue", 1)
 		for end := time.Now().Add(8 * testQueueTTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-			s.queueOutlives(t, prefix)
+			queueOutlives(s, t, prefix)
 		}
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
@@ -323,13 +323,13 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 			defer wg.Done()
 			e.AcquireSemaphore(wctx, "qk-sem", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: 10 * time.Second})
 		}()
-		prefixes := []string{s.ns + "rw:{qk-rw}", s.ns + "sem:{qk-sem}"}
+		prefixes := []string{s.NS + "rw:{qk-rw}", s.NS + "sem:{qk-sem}"}
 		for _, prefix := range prefixes {
-			s.waitQueued(t, prefix+":queue", 1)
+			waitQueued(s, t, prefix+":queue", 1)
 		}
 		for end := time.Now().Add(4 * testQueueTTL); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
 			for _, prefix := range prefixes {
-				s.queueOutlives(t, prefix)
+				queueOutlives(s, t, prefix)
 			}
 		}
 		cancel()
@@ -343,12 +343,12 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 // wake-up in the inbox, nothing held, also when the cancel races the
 // handoff.
 func TestCancelledWaiterLeavesNothing(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		ctx := ctxT(t)
 		handed := 0
 		for i := 0; i < 30; i++ {
-			e := s.waitEngine() // closed each round: its abandons have run
+			e := waitEngine(s) // closed each round: its abandons have run
 			holder, err := e.TryLock(ctx, "cw", LockOptions{TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("round %d: %v", i, err)
@@ -359,7 +359,7 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 				l, _ := e.Lock(wctx, "cw", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
 				got <- l
 			}()
-			s.waitQueued(t, s.ns+"lock:{cw}:queue", 1)
+			waitQueued(s, t, s.NS+"lock:{cw}:queue", 1)
 			time.AfterFunc(time.Duration(i%10)*100*time.Microsecond, cancel)
 			holder.Unlock(ctx)
 			if l := <-got; l != nil {
@@ -372,10 +372,10 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 			}
 		}
 		t.Logf("30 cancels racing a handoff; %d waiters got the lock first", handed)
-		for _, key := range s.keys(t) {
+		for _, key := range s.Keys(t) {
 			switch {
-			case key == s.ns+"lock:{cw}:fence":
-			case len(key) > len(s.ns+"lock:{cw}:void:") && key[:len(s.ns+"lock:{cw}:void:")] == s.ns+"lock:{cw}:void:":
+			case key == s.NS+"lock:{cw}:fence":
+			case len(key) > len(s.NS+"lock:{cw}:void:") && key[:len(s.NS+"lock:{cw}:void:")] == s.NS+"lock:{cw}:void:":
 			default:
 				t.Errorf("left behind: %s", key)
 			}
@@ -387,12 +387,12 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 // names: the waiters must not take every connection and starve the
 // holders' Unlock and watchdogs.
 func TestBoundedPoolNoDeadlock(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		pool := &redis.Pool{MaxActive: 4, MaxIdle: 4, Wait: true,
-			Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+			Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Addr) }}
 		t.Cleanup(func() { pool.Close() })
-		e := New(pool, WithNamespace(s.ns))
+		e := New(pool, WithNamespace(s.NS))
 		e.queueTTL = testQueueTTL
 		ctx := ctxT(t)
 		var done atomic.Int64
@@ -451,11 +451,11 @@ return {free, now}`)
 // handoff happens inside the release script, and an expiry is seen by the
 // head of the queue when the server said it would come.
 func TestNoLostWakeup(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 10 * time.Millisecond})
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		proxy := startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 10 * time.Millisecond})
 		pool := newPool(t, proxy.addr())
-		e := New(pool, WithNamespace(s.ns))
+		e := New(pool, WithNamespace(s.NS))
 		e.queueTTL = testQueueTTL
 		stopChaos := proxy.chaos()
 		ctx := ctxT(t)
@@ -497,7 +497,7 @@ func TestNoLostWakeup(t *testing.T) {
 				break watch
 			default:
 			}
-			v, err := redis.Int64s(freeWithWaiters.Do(s.pool.Get(), s.ns+"lock:{lw}", s.ns+"lock:{lw}:waiters"))
+			v, err := redis.Int64s(freeWithWaiters.Do(s.Pool.Get(), s.NS+"lock:{lw}", s.NS+"lock:{lw}:waiters"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -515,7 +515,7 @@ func TestNoLostWakeup(t *testing.T) {
 		}
 		stopChaos()
 		t.Logf("%s: %d acquisitions, %d holders walked away, %d errors, %d cuts; free with live waiters queued: longest %v, %v in all (%d samples)",
-			s.name, acquired.Load(), crashed.Load(), errs.Load(), proxy.cuts.Load(), longest, total, samples)
+			s.Name, acquired.Load(), crashed.Load(), errs.Load(), proxy.cuts.Load(), longest, total, samples)
 		if longest > 3*testQueueTTL {
 			t.Errorf("the lock stayed free for %v with live waiters queued (queue TTL %v): a wake-up was lost", longest, testQueueTTL)
 		}
@@ -531,8 +531,8 @@ func TestNoLostWakeup(t *testing.T) {
 // clock, moved by hand: a real server's cannot be stopped on a
 // millisecond.)
 func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	const entry = time.Second
 	for _, c := range []struct {
 		name  string
@@ -546,9 +546,9 @@ func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.rawWaiter(t, c.name, "head", "nobody", entry)
-		s.rawWaiter(t, c.name, "next", "nobody", time.Hour)
-		s.advance(c.after)
+		rawWaiter(s, t, c.name, "head", "nobody", entry)
+		rawWaiter(s, t, c.name, "next", "nobody", time.Hour)
+		s.Advance(c.after)
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -568,10 +568,10 @@ func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
 // has left (it takes the lock then, not at its next extension), where a
 // waiter further back is told nothing (-1).
 func TestWaitersAreToldTheirPlace(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		ctx, e := ctxT(t), s.engine()
-		w := s.engine()
+		ctx, e := ctxT(t), engine(s)
+		w := engine(s)
 		w.queueTTL = slowExtensions
 		// w's wake subscription is up before its waiter below queues: one
 		// coming up after would have it look again at once, and that
@@ -586,18 +586,18 @@ func TestWaitersAreToldTheirPlace(t *testing.T) {
 			w.Lock(kctx, "keep", LockOptions{TTL: time.Minute, Wait: time.Minute})
 		}()
 		defer func() { cancel(); <-kept }()
-		s.waitQueued(t, s.ns+"lock:{keep}:queue", 1)
-		s.waitSubscribed(t, w)
+		waitQueued(s, t, s.NS+"lock:{keep}:queue", 1)
+		waitSubscribed(s, t, w)
 
 		if _, err := e.TryLock(ctx, "place", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		k := func(suffix string) any { return s.ns + "lock:{place}" + suffix }
-		c := s.pool.Get()
+		k := func(suffix string) any { return s.NS + "lock:{place}" + suffix }
+		c := s.Pool.Get()
 		defer c.Close()
 		for i, token := range []string{"a", "b"} {
 			v, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
-				token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.ns+"wake:"))
+				token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.NS+"wake:"))
 			if err != nil || len(v) != 4 {
 				t.Fatalf("queueing %s: %v, %v", token, v, err)
 			}

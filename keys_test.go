@@ -75,10 +75,10 @@ func FuzzKeys(f *testing.F) {
 	for _, seed := range [][3]string{{"", "orders", "2026-11-21"}, {"app:", "a b", ""}, {"x", "é\x00\xff", "{p}"}, {"", "{", "p"}, {"n{", "a", "p"}} {
 		f.Add(seed[0], seed[1], seed[2])
 	}
-	s := newMini(f)
+	s := testserver.Mini(f)
 	f.Fuzz(func(t *testing.T, ns, name, period string) {
-		s.mini.FlushAll()
-		e := New(s.pool, WithNamespace(ns))
+		s.Mini.FlushAll()
+		e := New(s.Pool, WithNamespace(ns))
 		ctx := context.Background()
 		errs := []error{
 			func() error { _, err := e.TryLock(ctx, name, LockOptions{TTL: time.Minute}); return err }(),
@@ -95,7 +95,7 @@ func FuzzKeys(f *testing.F) {
 				t.Fatalf("ns %q name %q: error %v (invalid input: %v)", ns, name, err, invalid)
 			}
 		}
-		keys := s.mini.Keys()
+		keys := s.Mini.Keys()
 		if invalid {
 			if len(keys) != 0 {
 				t.Fatalf("refused input wrote %q", keys)
@@ -122,9 +122,9 @@ func FuzzKeys(f *testing.F) {
 // the next fence then starts from the server's clock in microseconds,
 // above every fence before it.
 func TestCountersExpireAfterRetention(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		const retention = 300 * time.Millisecond
-		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		ctx, e := ctxT(t), engine(s, WithFenceRetention(retention))
 		for _, c := range []struct {
 			counter string
 			take    func() (fence int64, release func() error, err error)
@@ -142,12 +142,12 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 				return p.Fence(), func() error { return p.Release(ctx) }, err
 			}},
 		} {
-			key := s.ns + c.counter
+			key := s.NS + c.counter
 			first, release, err := c.take()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := s.pttl(t, key); got <= 0 || got > retention {
+			if got := s.PTTL(t, key); got <= 0 || got > retention {
 				t.Errorf("PTTL %s after a grant = %v, want (0, %v]", key, got, retention)
 			}
 			if err := release(); err != nil {
@@ -163,9 +163,9 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 			if second != first+1 {
 				t.Errorf("%s: fences %d then %d while the counter lives, want consecutive", c.counter, first, second)
 			}
-			s.advance(retention + 50*time.Millisecond)
-			if n, _ := redis.Int(s.do("EXISTS", key)); n != 0 {
-				t.Errorf("%s still there after its retention (PTTL %v)", key, s.pttl(t, key))
+			s.Advance(retention + 50*time.Millisecond)
+			if n, _ := redis.Int(s.Do("EXISTS", key)); n != 0 {
+				t.Errorf("%s still there after its retention (PTTL %v)", key, s.PTTL(t, key))
 			}
 			third, release, err := c.take()
 			if err != nil {
@@ -178,8 +178,8 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 				t.Errorf("%s: fence %d after the counter expired, %d before: fences went back", c.counter, third, second)
 			}
 		}
-		s.advance(retention + 50*time.Millisecond)
-		if ks := s.keys(t); len(ks) != 0 {
+		s.Advance(retention + 50*time.Millisecond)
+		if ks := s.Keys(t); len(ks) != 0 {
 			t.Errorf("keys left after the retention: %q", ks)
 		}
 	})
@@ -191,12 +191,12 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 // long ago its first grant was. Here grants come 0.6 retentions apart, so
 // the third is 1.2 retentions after the first.
 func TestFenceCounterKeepsItsRetention(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		retention := 300 * time.Millisecond
-		if s.mini == nil {
+		if s.Mini == nil {
 			retention = 2 * time.Second // a real server is waited on: 0.8 s of slack per gap
 		}
-		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		ctx, e := ctxT(t), engine(s, WithFenceRetention(retention))
 		kinds := []struct {
 			counter string
 			take    func() (int64, error)
@@ -226,7 +226,7 @@ func TestFenceCounterKeepsItsRetention(t *testing.T) {
 		fences := make([][]int64, len(kinds))
 		for round := 0; round < 3; round++ {
 			if round > 0 {
-				s.advance(retention * 6 / 10)
+				s.Advance(retention * 6 / 10)
 			}
 			for i, k := range kinds {
 				f, err := k.take()

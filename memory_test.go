@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -13,9 +14,9 @@ import (
 )
 
 // info reads one integer field of INFO.
-func (s *server) info(t testing.TB, field string) int64 {
+func info(s *testserver.Server, t testing.TB, field string) int64 {
 	t.Helper()
-	text, err := redis.String(s.do("INFO"))
+	text, err := redis.String(s.Do("INFO"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,9 +32,9 @@ func (s *server) info(t testing.TB, field string) int64 {
 }
 
 // majorVersion is the server's major version, from INFO server.
-func (s *server) majorVersion(t testing.TB) int {
+func majorVersion(s *testserver.Server, t testing.TB) int {
 	t.Helper()
-	text, err := redis.String(s.do("INFO", "server"))
+	text, err := redis.String(s.Do("INFO", "server"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -51,11 +52,11 @@ func (s *server) majorVersion(t testing.TB) int {
 
 // limitMemory sets maxmemory a little above what the server uses now, with
 // the given policy, and returns the limit.
-func (s *server) limitMemory(t testing.TB, policy string, headroom int64) int64 {
+func limitMemory(s *testserver.Server, t testing.TB, policy string, headroom int64) int64 {
 	t.Helper()
-	limit := s.info(t, "used_memory") + headroom
-	s.must(t, "CONFIG", "SET", "maxmemory-policy", policy)
-	s.must(t, "CONFIG", "SET", "maxmemory", limit)
+	limit := info(s, t, "used_memory") + headroom
+	s.Must(t, "CONFIG", "SET", "maxmemory-policy", policy)
+	s.Must(t, "CONFIG", "SET", "maxmemory", limit)
 	return limit
 }
 
@@ -67,14 +68,14 @@ const fillerSize = 16 << 10
 // its limit rather than one big value short of it. It returns how many
 // writes succeeded and the error that stopped it. The filler is never
 // read, so LRU evicts older keys first.
-func (s *server) fill(t testing.TB, from, n int) (int, error) {
+func fill(s *testserver.Server, t testing.TB, from, n int) (int, error) {
 	t.Helper()
-	c := s.pool.Get()
+	c := s.Pool.Get()
 	defer c.Close()
 	value := strings.Repeat("x", fillerSize)
 	written := 0
 	for written < n {
-		_, err := c.Do("SET", s.ns+"filler:"+strconv.Itoa(from+written), value)
+		_, err := c.Do("SET", s.NS+"filler:"+strconv.Itoa(from+written), value)
 		switch {
 		case err == nil:
 			written++
@@ -95,37 +96,37 @@ func isOOM(err error) bool { return err != nil && strings.Contains(err.Error(), 
 // within the script, so the set is unchanged afterwards.
 func TestSuggestAtMaxmemory(t *testing.T) {
 	s := privateServer(t, "private redis")
-	ctx, e := ctxT(t), s.engine()
+	ctx, e := ctxT(t), engine(s)
 	members := []string{"", "a", "ab", "abb{", "abc", "abd", "ab\xff", "b", "\xff", "{"}
 	if err := e.AddMembers(ctx, "oom", members...); err != nil {
 		t.Fatal(err)
 	}
-	key := s.ns + "members:{oom}"
-	before, _ := redis.Strings(s.do("ZRANGE", key, 0, -1, "WITHSCORES"))
+	key := s.NS + "members:{oom}"
+	before, _ := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
 
-	limit := s.limitMemory(t, "noeviction", 1<<20)
-	n, err := s.fill(t, 0, 10000)
+	limit := limitMemory(s, t, "noeviction", 1<<20)
+	n, err := fill(s, t, 0, 10000)
 	if !isOOM(err) {
 		t.Fatalf("%d filler writes, then %v: want an OOM error", n, err)
 	}
-	t.Logf("maxmemory %d, used_memory %d after %d filler writes: %v", limit, s.info(t, "used_memory"), n, err)
-	if _, err := s.do("SET", s.ns+"one-more", "x"); !isOOM(err) {
+	t.Logf("maxmemory %d, used_memory %d after %d filler writes: %v", limit, info(s, t, "used_memory"), n, err)
+	if _, err := s.Do("SET", s.NS+"one-more", "x"); !isOOM(err) {
 		t.Fatalf("SET at maxmemory: %v, want OOM", err)
 	}
-	if got, err := redis.Strings(s.do("ZRANGEBYLEX", key, "[ab", "(ac")); err != nil || !sameStrings(got, []string{"ab", "abb{", "abc", "abd", "ab\xff"}) {
+	if got, err := redis.Strings(s.Do("ZRANGEBYLEX", key, "[ab", "(ac")); err != nil || !slices.Equal(got, []string{"ab", "abb{", "abc", "abd", "ab\xff"}) {
 		t.Errorf("ZRANGEBYLEX at maxmemory: %q, %v", got, err)
 	}
 
 	// The plain script, the only one before Redis 7, is refused at its
 	// first marker.
-	c := s.pool.Get()
+	c := s.Pool.Get()
 	_, err = scriptSuggest.Do(c, key, "ab", 10)
 	c.Close()
 	if !isOOM(err) {
 		t.Errorf("the plain suggest script at maxmemory: %v, want OOM", err)
 	}
 
-	flagged := s.majorVersion(t) >= 7
+	flagged := majorVersion(s, t) >= 7
 	sorted := uniqueSorted(members)
 	for _, c := range []struct {
 		prefix string
@@ -138,17 +139,17 @@ func TestSuggestAtMaxmemory(t *testing.T) {
 			if !isOOM(err) {
 				t.Errorf("Suggest(%q, %d) at maxmemory before Redis 7 = %q, %v; want OOM", c.prefix, c.limit, got, err)
 			}
-		case err != nil || !sameStrings(got, want):
+		case err != nil || !slices.Equal(got, want):
 			t.Errorf("Suggest(%q, %d) at maxmemory = %q, %v; want %q", c.prefix, c.limit, got, err, want)
 		}
 	}
 	if e.plainSuggest.Load() == flagged {
-		t.Errorf("Redis %d: the engine fell back to the plain script: %v", s.majorVersion(t), e.plainSuggest.Load())
+		t.Errorf("Redis %d: the engine fell back to the plain script: %v", majorVersion(s, t), e.plainSuggest.Load())
 	}
-	if after, _ := redis.Strings(s.do("ZRANGE", key, 0, -1, "WITHSCORES")); !sameStrings(after, before) {
+	if after, _ := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES")); !slices.Equal(after, before) {
 		t.Errorf("Suggest at maxmemory changed the set: %q -> %q", before, after)
 	}
-	if _, err := s.do("SET", s.ns+"one-more", "x"); !isOOM(err) {
+	if _, err := s.Do("SET", s.NS+"one-more", "x"); !isOOM(err) {
 		t.Errorf("SET after the queries: %v, want OOM still", err)
 	}
 }
@@ -158,18 +159,18 @@ func TestSuggestAtMaxmemory(t *testing.T) {
 // when the first queries race; elsewhere it keeps the flagged one, and no
 // other error (WRONGTYPE) makes it fall back.
 func TestSuggestShebangFallback(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
-		wantPlain := s.mini != nil || s.majorVersion(t) < 7
-		s.must(t, "RPUSH", s.ns+"members:{list}", "x")
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		wantPlain := s.Mini != nil || majorVersion(s, t) < 7
+		s.Must(t, "RPUSH", s.NS+"members:{list}", "x")
 		if _, err := e.Suggest(ctx, "list", "x", 1); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Errorf("Suggest on a list: %v, want WRONGTYPE", err)
 		}
 		if got := e.plainSuggest.Load(); got != wantPlain {
-			t.Errorf("%s: after a WRONGTYPE query plainSuggest = %v, want %v", s.name, got, wantPlain)
+			t.Errorf("%s: after a WRONGTYPE query plainSuggest = %v, want %v", s.Name, got, wantPlain)
 		}
 
-		e = s.engine()
+		e = engine(s)
 		if err := e.AddMembers(ctx, "f", "ab", "abc", "b"); err != nil {
 			t.Fatal(err)
 		}
@@ -179,16 +180,16 @@ func TestSuggestShebangFallback(t *testing.T) {
 			go func() {
 				defer wg.Done()
 				got, err := e.Suggest(ctx, "f", "ab", 10)
-				if err != nil || !sameStrings(got, []string{"ab", "abc"}) {
+				if err != nil || !slices.Equal(got, []string{"ab", "abc"}) {
 					t.Errorf("Suggest = %q, %v", got, err)
 				}
 			}()
 		}
 		wg.Wait()
 		if got := e.plainSuggest.Load(); got != wantPlain {
-			t.Errorf("%s: plainSuggest = %v, want %v", s.name, got, wantPlain)
+			t.Errorf("%s: plainSuggest = %v, want %v", s.Name, got, wantPlain)
 		}
-		if got, err := e.Suggest(ctx, "f", "b", 10); err != nil || !sameStrings(got, []string{"b"}) {
+		if got, err := e.Suggest(ctx, "f", "b", 10); err != nil || !slices.Equal(got, []string{"b"}) {
 			t.Errorf("a later Suggest = %q, %v", got, err)
 		}
 	})
@@ -196,9 +197,9 @@ func TestSuggestShebangFallback(t *testing.T) {
 
 // present reports whether key exists, with TYPE, which unlike EXISTS does
 // not count as an access: it leaves the key's LRU clock alone.
-func (s *server) present(t testing.TB, key string) bool {
+func present(s *testserver.Server, t testing.TB, key string) bool {
 	t.Helper()
-	typ, err := redis.String(s.do("TYPE", key))
+	typ, err := redis.String(s.Do("TYPE", key))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,32 +216,32 @@ func (s *server) present(t testing.TB, key string) bool {
 // fail with OOM instead.
 func TestEvictionAndLocks(t *testing.T) {
 	const maxFiller = 20000 // 320 MB through a 1 MB headroom
-	lockKey := func(s *server) string { return s.ns + "lock:{job}" }
-	fenceKey := func(s *server) string { return s.ns + "lock:{job}:fence" }
+	lockKey := func(s *testserver.Server) string { return s.NS + "lock:{job}" }
+	fenceKey := func(s *testserver.Server) string { return s.NS + "lock:{job}:fence" }
 
 	t.Run("allkeys-lru", func(t *testing.T) {
 		s := privateServer(t, "private redis")
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		first, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		limit := s.limitMemory(t, "allkeys-lru", 1<<20)
+		limit := limitMemory(s, t, "allkeys-lru", 1<<20)
 		written, lockGone, fenceGone := 0, 0, 0
 		for written < maxFiller && (lockGone == 0 || fenceGone == 0) {
-			n, err := s.fill(t, written, 10)
+			n, err := fill(s, t, written, 10)
 			written += n
 			if err != nil {
 				t.Fatalf("filler write %d under allkeys-lru: %v", written, err)
 			}
-			if lockGone == 0 && !s.present(t, lockKey(s)) {
+			if lockGone == 0 && !present(s, t, lockKey(s)) {
 				lockGone = written
 			}
-			if fenceGone == 0 && !s.present(t, fenceKey(s)) {
+			if fenceGone == 0 && !present(s, t, fenceKey(s)) {
 				fenceGone = written
 			}
 		}
-		evicted := s.info(t, "evicted_keys")
+		evicted := info(s, t, "evicted_keys")
 		t.Logf("maxmemory %d (used_memory + 1 MiB), %d-byte filler: lock key evicted within %d writes, fence counter within %d; evicted_keys %d",
 			limit, fillerSize, lockGone, fenceGone, evicted)
 		if lockGone == 0 || fenceGone == 0 || evicted == 0 {
@@ -260,24 +261,24 @@ func TestEvictionAndLocks(t *testing.T) {
 
 	t.Run("volatile-lru", func(t *testing.T) {
 		s := privateServer(t, "private redis")
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		first, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.limitMemory(t, "volatile-lru", 1<<20)
+		limitMemory(s, t, "volatile-lru", 1<<20)
 		// The filler has no TTL: the lock is the only key the policy may take.
-		n, err := s.fill(t, 0, maxFiller)
+		n, err := fill(s, t, 0, maxFiller)
 		if !isOOM(err) {
 			t.Fatalf("%d filler writes, then %v: want OOM once nothing with a TTL is left", n, err)
 		}
-		evicted := s.info(t, "evicted_keys")
+		evicted := info(s, t, "evicted_keys")
 		t.Logf("volatile-lru: %d filler writes, then OOM; evicted_keys %d", n, evicted)
-		if s.present(t, lockKey(s)) || s.present(t, fenceKey(s)) || evicted != 2 {
+		if present(s, t, lockKey(s)) || present(s, t, fenceKey(s)) || evicted != 2 {
 			t.Fatalf("lock key present %v, fence counter present %v, evicted_keys %d: want both evicted, and nothing else",
-				s.present(t, lockKey(s)), s.present(t, fenceKey(s)), evicted)
+				present(s, t, lockKey(s)), present(s, t, fenceKey(s)), evicted)
 		}
-		s.must(t, "DEL", s.ns+"filler:0", s.ns+"filler:1", s.ns+"filler:2", s.ns+"filler:3") // room for one more lock
+		s.Must(t, "DEL", s.NS+"filler:0", s.NS+"filler:1", s.NS+"filler:2", s.NS+"filler:3") // room for one more lock
 		second, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
 		if err != nil {
 			t.Fatalf("TryLock after the eviction: %v", err)
@@ -292,20 +293,20 @@ func TestEvictionAndLocks(t *testing.T) {
 
 	t.Run("noeviction", func(t *testing.T) {
 		s := privateServer(t, "private redis")
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		first, err := e.TryLock(ctx, "job", LockOptions{TTL: time.Hour})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.limitMemory(t, "noeviction", 1<<20)
-		n, err := s.fill(t, 0, maxFiller)
+		limitMemory(s, t, "noeviction", 1<<20)
+		n, err := fill(s, t, 0, maxFiller)
 		if !isOOM(err) {
 			t.Fatalf("%d filler writes, then %v: want OOM", n, err)
 		}
-		t.Logf("noeviction: %d filler writes, then %v; evicted_keys %d", n, err, s.info(t, "evicted_keys"))
-		if !s.present(t, lockKey(s)) || !s.present(t, fenceKey(s)) || s.info(t, "evicted_keys") != 0 {
+		t.Logf("noeviction: %d filler writes, then %v; evicted_keys %d", n, err, info(s, t, "evicted_keys"))
+		if !present(s, t, lockKey(s)) || !present(s, t, fenceKey(s)) || info(s, t, "evicted_keys") != 0 {
 			t.Fatalf("lock key present %v, fence present %v, evicted_keys %d: want nothing evicted",
-				s.present(t, lockKey(s)), s.present(t, fenceKey(s)), s.info(t, "evicted_keys"))
+				present(s, t, lockKey(s)), present(s, t, fenceKey(s)), info(s, t, "evicted_keys"))
 		}
 		if held, err := first.Held(ctx); !held || err != nil {
 			t.Errorf("Held at maxmemory = %v, %v; want true", held, err)
@@ -313,11 +314,11 @@ func TestEvictionAndLocks(t *testing.T) {
 		if _, err := e.TryLock(ctx, "job", LockOptions{}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("a second TryLock at maxmemory: %v, want ErrNotAcquired", err)
 		}
-		before := s.keys(t)
+		before := s.Keys(t)
 		if _, err := e.TryLock(ctx, "other", LockOptions{}); !isOOM(err) {
 			t.Errorf("TryLock of a free lock at maxmemory: %v, want OOM", err)
 		}
-		if after := s.keys(t); !sameStrings(before, after) {
+		if after := s.Keys(t); !slices.Equal(before, after) {
 			t.Errorf("the refused TryLock changed the keys")
 		}
 		// Extension needs a write too; how it fares depends on the script.

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -62,12 +63,12 @@ func (r *recorder) types() []string {
 // Every event type, from a scenario that causes it, for locks, read-write
 // locks and semaphores.
 func TestEvents(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
+		s.Realtime(t)
 		ctx := ctxT(t)
 		rec := &recorder{}
-		e := s.engine(WithObserver(rec.observe))
+		e := engine(s, WithObserver(rec.observe))
 
 		// Acquired, not acquired, released; queued or not.
 		l, err := e.TryLock(ctx, "ev", LockOptions{TTL: time.Minute})
@@ -123,14 +124,14 @@ func TestEvents(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.must(t, "DEL", s.ns+"lock:{gone}")
+		s.Must(t, "DEL", s.NS+"lock:{gone}")
 		if ev := rec.wait(t, EventLost, "gone"); !errors.Is(ev.Err, ErrNotHeld) || ev.Fence != wd.Fence() {
 			t.Errorf("lost: %+v", ev)
 		}
 
 		// Extend failed: the watchdog's connection is refused for a while.
-		proxy := startProxy(t, serverAddr(s), faults{})
-		pe := New(newPool(t, proxy.addr()), WithNamespace(s.ns), WithObserver(rec.observe))
+		proxy := startProxy(t, s.Addr, faults{})
+		pe := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithObserver(rec.observe))
 		pl, err := pe.TryLock(ctx, "flaky", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
 		if err != nil {
 			t.Fatal(err)
@@ -146,7 +147,7 @@ func TestEvents(t *testing.T) {
 		}
 
 		// A background error: the wake subscription cannot be made.
-		be := New(brokenSubscriber{s.pool}, WithNamespace(s.ns), WithObserver(rec.observe))
+		be := New(brokenSubscriber{s.Pool}, WithNamespace(s.NS), WithObserver(rec.observe))
 		hold, err := be.TryLock(ctx, "bg", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -211,17 +212,17 @@ func (h *logRecords) WithGroup(string) slog.Handler      { return h }
 // WithLogger: background failures at Warn, lost holdings at Error, with
 // the object, its name and the error; nothing for the daily business.
 func TestLogger(t *testing.T) {
-	s := newMini(t)
-	s.realtime(t)
+	s := testserver.Mini(t)
+	s.Realtime(t)
 	ctx := ctxT(t)
 	logs := &logRecords{}
-	e := New(brokenSubscriber{s.pool}, WithNamespace(s.ns), WithLogger(slog.New(logs)))
+	e := New(brokenSubscriber{s.Pool}, WithNamespace(s.NS), WithLogger(slog.New(logs)))
 	l, err := e.TryLock(ctx, "lg", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go e.Lock(ctx, "lg", LockOptions{Wait: 300 * time.Millisecond}) // its subscription fails
-	s.must(t, "DEL", s.ns+"lock:{lg}")
+	s.Must(t, "DEL", s.NS+"lock:{lg}")
 	<-l.Lost()
 	time.Sleep(400 * time.Millisecond)
 	e.Close(ctx)
@@ -252,10 +253,10 @@ func TestLogger(t *testing.T) {
 // LockInfo tells the holder, its fence and lease, and the live waiters;
 // it writes nothing.
 func TestLockInfo(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		if info, err := e.LockInfo(ctx, "inf"); err != nil || info != (LockInfo{}) {
 			t.Errorf("LockInfo of a free lock = %+v, %v", info, err)
 		}
@@ -272,10 +273,10 @@ func TestLockInfo(t *testing.T) {
 				e.Lock(wctx, "inf", LockOptions{Wait: time.Minute})
 			}()
 		}
-		s.waitQueued(t, s.ns+"lock:{inf}:queue", 3)
-		s.rawWaiter(t, "inf", "lapsed", "nobody", time.Millisecond) // not live: not counted
+		waitQueued(s, t, s.NS+"lock:{inf}:queue", 3)
+		rawWaiter(s, t, "inf", "lapsed", "nobody", time.Millisecond) // not live: not counted
 		time.Sleep(5 * time.Millisecond)
-		before := s.snapshot(t)
+		before := s.Snapshot(t)
 		info, err := e.LockInfo(ctx, "inf")
 		if err != nil {
 			t.Fatal(err)
@@ -283,7 +284,7 @@ func TestLockInfo(t *testing.T) {
 		if !info.Held || info.Token != l.Token() || info.Fence != l.Fence() || info.TTL < 50*time.Second || info.TTL > time.Minute || info.Waiting != 3 {
 			t.Errorf("LockInfo = %+v; want held by %s (fence %d), about a minute left, 3 waiting", info, l.Token(), l.Fence())
 		}
-		if after := s.snapshot(t); !maps.Equal(before, after) {
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("LockInfo wrote: %v -> %v", before, after)
 		}
 		cancel()
@@ -296,9 +297,9 @@ func TestLockInfo(t *testing.T) {
 // waiter; the old holder's Unlock says ErrNotHeld and its watchdog loses
 // it.
 func TestForceUnlock(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		e.queueTTL = slowExtensions // the waiter must be handed the lock, not find it
 		if ok, err := e.ForceUnlock(ctx, "stuck"); ok || err != nil {
 			t.Errorf("ForceUnlock of a free lock = %v, %v; want false", ok, err)
@@ -315,8 +316,8 @@ func TestForceUnlock(t *testing.T) {
 			}
 			got <- l
 		}()
-		s.waitQueued(t, s.ns+"lock:{stuck}:queue", 1)
-		s.waitSubscribed(t, e)
+		waitQueued(s, t, s.NS+"lock:{stuck}:queue", 1)
+		waitSubscribed(s, t, e)
 		if ok, err := e.ForceUnlock(ctx, "stuck"); !ok || err != nil {
 			t.Fatalf("ForceUnlock = %v, %v; want true", ok, err)
 		}
@@ -348,9 +349,9 @@ func TestForceUnlock(t *testing.T) {
 // at once, lowering it admits nobody until the holders are under it, and
 // the limit stays while the semaphore is idle.
 func TestSetSemaphoreLimit(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		e.queueTTL = slowExtensions // an admission must come by wake-up
 		var held []*Permit
 		for i := 0; i < 2; i++ {
@@ -369,7 +370,7 @@ func TestSetSemaphoreLimit(t *testing.T) {
 				}
 				got <- p
 			}()
-			s.waitQueued(t, s.ns+"sem:{exp}:queue", i+1)
+			waitQueued(s, t, s.NS+"sem:{exp}:queue", i+1)
 		}
 		if err := e.SetSemaphoreLimit(ctx, "exp", 3); err != nil {
 			t.Fatal(err)
@@ -427,9 +428,9 @@ func TestSetSemaphoreLimit(t *testing.T) {
 // loses it (within one extension period), and at the lease's end without a
 // watchdog.
 func TestLockContext(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		l, err := e.TryLock(ctx, "c1", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -455,7 +456,7 @@ func TestLockContext(t *testing.T) {
 		if wctx.Err() != nil {
 			t.Fatalf("a watchdog holder's context ended while extended: %v", wctx.Err())
 		}
-		s.must(t, "DEL", s.ns+"lock:{c2}")
+		s.Must(t, "DEL", s.NS+"lock:{c2}")
 		start := time.Now()
 		select {
 		case <-wctx.Done():
@@ -486,9 +487,9 @@ func TestLockContext(t *testing.T) {
 // A permit with a watchdog is held past several TTLs, and its Lost closes
 // when it is deleted behind its back.
 func TestPermitWatchdog(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		const ttl = 300 * time.Millisecond
 		p, err := e.TryAcquireSemaphore(ctx, "wd", SemaphoreOptions{Limit: 1, TTL: ttl, Watchdog: true})
 		if err != nil {
@@ -501,7 +502,7 @@ func TestPermitWatchdog(t *testing.T) {
 		if _, err := e.TryAcquireSemaphore(ctx, "wd", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("a second permit while the watched one lives: %v", err)
 		}
-		s.must(t, "ZREM", s.ns+"sem:{wd}", p.Token())
+		s.Must(t, "ZREM", s.NS+"sem:{wd}", p.Token())
 		select {
 		case <-p.Lost():
 		case <-time.After(5 * time.Second):
@@ -510,7 +511,7 @@ func TestPermitWatchdog(t *testing.T) {
 		if err := p.Release(ctx); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("Release of a lost permit: %v, want ErrNotHeld", err)
 		}
-		if n, _ := redis.Int(s.do("ZCARD", s.ns+"sem:{wd}:owner")); n != 0 {
+		if n, _ := redis.Int(s.Do("ZCARD", s.NS+"sem:{wd}:owner")); n != 0 {
 			t.Errorf("%d owner entries left", n)
 		}
 	})

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 // call is one public operation, run for its error only.
@@ -20,16 +22,16 @@ type call struct {
 // A rejected option or a nil pool makes every call fail with ErrInvalid,
 // before any I/O.
 func TestBadEngine(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	for name, e := range map[string]*Engine{
 		"nil pool":          New(nil),
-		"namespace {":       New(s.pool, WithNamespace("a{")),
-		"namespace }":       New(s.pool, WithNamespace("}")),
-		"recent capacity":   New(s.pool, WithRecentCapacity(0)),
-		"negative capacity": New(s.pool, WithRecentCapacity(-5)),
-		"call timeout 0":    New(s.pool, WithCallTimeout(0)),
-		"retention 0":       New(s.pool, WithFenceRetention(0)),
-		"ack past timeout":  New(s.pool, WithCallTimeout(time.Second), WithReplicaAck(1, time.Second)),
+		"namespace {":       New(s.Pool, WithNamespace("a{")),
+		"namespace }":       New(s.Pool, WithNamespace("}")),
+		"recent capacity":   New(s.Pool, WithRecentCapacity(0)),
+		"negative capacity": New(s.Pool, WithRecentCapacity(-5)),
+		"call timeout 0":    New(s.Pool, WithCallTimeout(0)),
+		"retention 0":       New(s.Pool, WithFenceRetention(0)),
+		"ack past timeout":  New(s.Pool, WithCallTimeout(time.Second), WithReplicaAck(1, time.Second)),
 		"nil engine":        nil,
 		"zero engine":       new(Engine),
 	} {
@@ -47,7 +49,7 @@ func TestBadEngine(t *testing.T) {
 			}
 		}
 	}
-	if ks := s.keys(t); len(ks) != 0 {
+	if ks := s.Keys(t); len(ks) != 0 {
 		t.Errorf("keys written: %q", ks)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 // faultProxy is a loopback TCP proxy between clients and Redis that delays
@@ -65,13 +67,13 @@ func startProxy(t testing.TB, target string, f faults) *faultProxy {
 // faultyEngines are n engines in s's namespace sharing one pool through a
 // proxy that delays a fifth of all chunks by up to 20 ms; the caller
 // starts the proxy's chaos.
-func faultyEngines(t *testing.T, s *server, n int) ([]*Engine, *faultProxy) {
-	proxy := startProxy(t, serverAddr(s), faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+func faultyEngines(t *testing.T, s *testserver.Server, n int) ([]*Engine, *faultProxy) {
+	proxy := startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
 	pool := newPool(t, proxy.addr())
 	pool.MaxIdle = 64
 	es := make([]*Engine, n)
 	for i := range es {
-		es[i] = New(pool, WithNamespace(s.ns))
+		es[i] = New(pool, WithNamespace(s.NS))
 	}
 	return es, proxy
 }

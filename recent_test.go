@@ -2,17 +2,19 @@ package atomicredis
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
 // SuggestRecent's tiers (exact, prefix, then suffix and contains
 // merged), each most recent first, cut at the limit.
 func TestSuggestRecentTiers(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		// Added oldest first, so the list reads newest first:
 		// Salvador AL alba Kalinda Al ALEX al Natalia xyz a.
 		for _, item := range []string{"a", "xyz", "Natalia", "al", "ALEX", "Al", "Kalinda", "alba", "AL", "Salvador"} {
@@ -41,7 +43,7 @@ func TestSuggestRecentTiers(t *testing.T) {
 			{".", 10, nil},
 		} {
 			got, err := e.SuggestRecent(ctx, "tiers", c.query, c.limit)
-			if err != nil || !sameStrings(got, c.want) {
+			if err != nil || !slices.Equal(got, c.want) {
 				t.Errorf("SuggestRecent(%q, %d) = %q, %v; want %q", c.query, c.limit, got, err, c.want)
 			}
 		}
@@ -92,8 +94,8 @@ func randomItem(r *rand.Rand, maxLen int) string {
 
 // SuggestRecent against the oracle over random lists and queries.
 func TestSuggestRecentOracle(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine(WithRecentCapacity(40))
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s, WithRecentCapacity(40))
 		r := rand.New(rand.NewPCG(19, 1))
 		lists, queries := 12, 25
 		if testing.Short() {
@@ -108,7 +110,7 @@ func TestSuggestRecentOracle(t *testing.T) {
 					}
 				}
 			}
-			list, err := redis.Strings(s.do("LRANGE", s.ns+"recent:{"+name+"}", 0, -1))
+			list, err := redis.Strings(s.Do("LRANGE", s.NS+"recent:{"+name+"}", 0, -1))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -121,7 +123,7 @@ func TestSuggestRecentOracle(t *testing.T) {
 				}
 				for _, limit := range []int{1, 3, 100} {
 					got, err := e.SuggestRecent(ctx, name, query, limit)
-					if want := recentOracle(list, query, limit); err != nil || !sameStrings(got, want) {
+					if want := recentOracle(list, query, limit); err != nil || !slices.Equal(got, want) {
 						t.Fatalf("SuggestRecent(%q, %d) over %q = %q, %v; want %q", query, limit, list, got, err, want)
 					}
 				}

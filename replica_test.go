@@ -18,12 +18,12 @@ import (
 // WithReplicaAck rejects what WAIT cannot do: every call returns ErrInvalid
 // and nothing is written. replicas 0 is off, whatever the timeout.
 func TestReplicaAckOptions(t *testing.T) {
-	s := newMini(t)
+	s := testserver.Mini(t)
 	for _, c := range []struct {
 		replicas int
 		timeout  time.Duration
 	}{{-1, time.Second}, {1, 0}, {1, -time.Second}, {2, 999 * time.Microsecond}} {
-		e := New(s.pool, WithReplicaAck(c.replicas, c.timeout))
+		e := New(s.Pool, WithReplicaAck(c.replicas, c.timeout))
 		for _, v := range validCalls() {
 			if strings.HasPrefix(v.name, "Lock.") || strings.HasPrefix(v.name, "Permit.") {
 				continue
@@ -33,11 +33,11 @@ func TestReplicaAckOptions(t *testing.T) {
 			}
 		}
 	}
-	if ks := s.keys(t); len(ks) != 0 {
+	if ks := s.Keys(t); len(ks) != 0 {
 		t.Errorf("keys written: %q", ks)
 	}
 	for _, timeout := range []time.Duration{0, -1, time.Second} {
-		if _, err := New(s.pool, WithReplicaAck(0, timeout)).TryLock(ctxT(t), fmt.Sprint("off", timeout), LockOptions{}); err != nil {
+		if _, err := New(s.Pool, WithReplicaAck(0, timeout)).TryLock(ctxT(t), fmt.Sprint("off", timeout), LockOptions{}); err != nil {
 			t.Errorf("WithReplicaAck(0, %v): %v", timeout, err)
 		}
 	}
@@ -47,9 +47,9 @@ func TestReplicaAckOptions(t *testing.T) {
 // granted by the script, found unreplicated, abandoned, and reported with
 // ErrNotReplicated; the lock is free afterwards.
 func TestReplicaAckShortfall(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		e := s.engine(WithReplicaAck(64, 20*time.Millisecond))
+		e := engine(s, WithReplicaAck(64, 20*time.Millisecond))
 		_, err := e.TryLock(ctx, "short", LockOptions{})
 		if !errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "of 64 replicas") {
 			t.Fatalf("TryLock: %v, want ErrNotReplicated naming the acks", err)
@@ -57,7 +57,7 @@ func TestReplicaAckShortfall(t *testing.T) {
 		if err := e.Close(ctx); err != nil { // waits for the abandon
 			t.Fatal(err)
 		}
-		if held, err := s.engine().IsLocked(ctx, "short"); err != nil || held {
+		if held, err := engine(s).IsLocked(ctx, "short"); err != nil || held {
 			t.Errorf("IsLocked after an unreplicated grant: %v, %v; want false", held, err)
 		}
 	})
@@ -65,17 +65,17 @@ func TestReplicaAckShortfall(t *testing.T) {
 
 // startReplicated starts a private primary and a replica of it, and waits
 // until the replica is in sync. Both servers have the same namespace.
-func startReplicated(t *testing.T) (primary, replica *server) {
+func startReplicated(t *testing.T) (primary, replica *testserver.Server) {
 	t.Helper()
 	p := testserver.On(t, "primary", testserver.PrivateRedis(t).Addr())
 	r := testserver.On(t, "replica", testserver.PrivateRedis(t).Addr())
 	r.NS = p.NS
-	primary, replica = wrap(t, p), wrap(t, r)
-	host, port, _ := net.SplitHostPort(primary.addr)
-	replica.must(t, "REPLICAOF", host, port)
+	primary, replica = p, r
+	host, port, _ := net.SplitHostPort(primary.Addr)
+	replica.Must(t, "REPLICAOF", host, port)
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		info, _ := redis.String(primary.do("INFO", "replication"))
+		info, _ := redis.String(primary.Do("INFO", "replication"))
 		if strings.Contains(info, "connected_slaves:1") && strings.Contains(info, "state=online") {
 			return primary, replica
 		}
@@ -95,13 +95,13 @@ func TestReplicaAck(t *testing.T) {
 	testserver.Parallel(t)
 	primary, replica := startReplicated(t)
 	ctx := ctxT(t)
-	one := primary.engine(WithReplicaAck(1, time.Second))
+	one := engine(primary, WithReplicaAck(1, time.Second))
 	l, err := one.TryLock(ctx, "acked", LockOptions{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatalf("TryLock with one replica acking: %v", err)
 	}
 	// WAIT returned: the replica has the grant, with no pause needed.
-	if n, _ := redis.Int(replica.do("EXISTS", primary.ns+"lock:{acked}")); n != 1 {
+	if n, _ := redis.Int(replica.Do("EXISTS", primary.NS+"lock:{acked}")); n != 1 {
 		t.Errorf("replica lacks the acknowledged lock key")
 	}
 	if err := l.Extend(ctx, 20*time.Second); err != nil {
@@ -115,7 +115,7 @@ func TestReplicaAck(t *testing.T) {
 		t.Errorf("Extend, acked: %v", err)
 	}
 
-	two := primary.engine(WithReplicaAck(2, 100*time.Millisecond))
+	two := engine(primary, WithReplicaAck(2, 100*time.Millisecond))
 	if _, err := two.TryLock(ctx, "unacked", LockOptions{}); !errors.Is(err, ErrNotReplicated) || !strings.Contains(err.Error(), "1 of 2 replicas") {
 		t.Errorf("TryLock wanting 2 acks of 1 replica: %v, want ErrNotReplicated (1 of 2)", err)
 	}
@@ -125,7 +125,7 @@ func TestReplicaAck(t *testing.T) {
 	if err := two.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
-	plain := primary.engine()
+	plain := engine(primary)
 	if held, err := plain.IsLocked(ctx, "unacked"); err != nil || held {
 		t.Errorf("IsLocked after the unreplicated grant: %v, %v; want false", held, err)
 	}
@@ -134,7 +134,7 @@ func TestReplicaAck(t *testing.T) {
 	}
 
 	// The replica leaves: nothing acknowledges now.
-	replica.must(t, "REPLICAOF", "NO", "ONE")
+	replica.Must(t, "REPLICAOF", "NO", "ONE")
 	if err := l.Extend(ctx, 40*time.Second); !errors.Is(err, ErrNotReplicated) {
 		t.Errorf("Extend without a replica: %v, want ErrNotReplicated", err)
 	}

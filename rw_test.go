@@ -10,6 +10,7 @@ import (
 	"errors"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -23,11 +24,13 @@ import (
 )
 
 // rwKey is a key of the test's read-write lock name.
-func (s *server) rwKey(name, suffix string) string { return s.ns + "rw:{" + name + "}" + suffix }
+func rwKey(s *testserver.Server, name, suffix string) string {
+	return s.NS + "rw:{" + name + "}" + suffix
+}
 
 func TestRWReadersShareWriterExcludes(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		o := LockOptions{TTL: 5 * time.Second}
 		r1, err := e.TryRLock(ctx, "doc", o)
 		if err != nil {
@@ -54,7 +57,7 @@ func TestRWReadersShareWriterExcludes(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := s.keys(t), []string{s.ns + "lock:{doc}:fence", s.rwKey("doc", ""), s.rwKey("doc", ":fence")}; !sameStrings(got, want) {
+		if got, want := s.Keys(t), []string{s.NS + "lock:{doc}:fence", rwKey(s, "doc", ""), rwKey(s, "doc", ":fence")}; !slices.Equal(got, want) {
 			t.Errorf("keys %q, want %q", got, want)
 		}
 		if err := r1.Unlock(ctx); err != nil {
@@ -69,7 +72,7 @@ func TestRWReadersShareWriterExcludes(t *testing.T) {
 		if err := r2.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if got, want := s.keys(t), []string{s.ns + "lock:{doc}:fence", s.rwKey("doc", ":fence")}; !sameStrings(got, want) {
+		if got, want := s.Keys(t), []string{s.NS + "lock:{doc}:fence", rwKey(s, "doc", ":fence")}; !slices.Equal(got, want) {
 			t.Errorf("keys after the readers left %q, want %q", got, want)
 		}
 
@@ -120,8 +123,8 @@ func TestRWReadersShareWriterExcludes(t *testing.T) {
 // Every hold has its own lease: one reader's running out leaves the others
 // held, and Extend moves only the caller's.
 func TestRWPerHoldLease(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		short, err := e.TryRLock(ctx, "lease", LockOptions{TTL: 200 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
@@ -130,7 +133,7 @@ func TestRWPerHoldLease(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.advance(300 * time.Millisecond)
+		s.Advance(300 * time.Millisecond)
 		if held, err := short.Held(ctx); held || err != nil {
 			t.Errorf("the short reader past its lease: Held = %v, %v", held, err)
 		}
@@ -148,7 +151,7 @@ func TestRWPerHoldLease(t *testing.T) {
 		if err := long.Extend(ctx, 100*time.Millisecond); err != nil {
 			t.Fatal(err)
 		}
-		s.advance(200 * time.Millisecond)
+		s.Advance(200 * time.Millisecond)
 		w, err := e.TryWLock(ctx, "lease", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("TryWLock once every reader's lease ran out: %v", err)
@@ -156,10 +159,10 @@ func TestRWPerHoldLease(t *testing.T) {
 
 		// Extensions are numbered per hold: one older than one applied
 		// changes nothing (as lock_extend).
-		c := s.pool.Get()
+		c := s.Pool.Get()
 		defer c.Close()
 		ext := func(ms, seq int64) int64 {
-			n, err := redis.Int64(scriptRWExtend.Do(c, s.rwKey("lease", ""), s.rwKey("lease", ":holds"), w.Token(), ms, seq))
+			n, err := redis.Int64(scriptRWExtend.Do(c, rwKey(s, "lease", ""), rwKey(s, "lease", ":holds"), w.Token(), ms, seq))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -177,7 +180,7 @@ func TestRWPerHoldLease(t *testing.T) {
 		if n := ext(100, 6); n != 1 {
 			t.Errorf("extension 6: %d, want 1", n)
 		}
-		if n, _ := redis.Int64(scriptRWExtend.Do(c, s.rwKey("lease", ""), s.rwKey("lease", ":holds"), "r-nobody", 100, 9)); n != 0 {
+		if n, _ := redis.Int64(scriptRWExtend.Do(c, rwKey(s, "lease", ""), rwKey(s, "lease", ":holds"), "r-nobody", 100, 9)); n != 0 {
 			t.Errorf("extension of a token that holds nothing: %d, want 0", n)
 		}
 	})
@@ -186,14 +189,14 @@ func TestRWPerHoldLease(t *testing.T) {
 // A watchdog extends its own hold only: a dead reader beside a watched one
 // lapses (Redisson PR #7098 extended other instances' dead read holds).
 func TestRWWatchdogPerHold(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		watched, err := e.TryRLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, err := s.engine().TryRLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond})
+		dead, err := engine(s).TryRLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -222,9 +225,9 @@ func TestRWWatchdogPerHold(t *testing.T) {
 // Many goroutines, mixed readers and writers: never a writer with anyone
 // else inside, and readers really are inside together.
 func TestRWExclusion(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
-		base, err := s.engine().TryWLock(ctx, "x", LockOptions{})
+		base, err := engine(s).TryWLock(ctx, "x", LockOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -238,7 +241,7 @@ func TestRWExclusion(t *testing.T) {
 		var readers, writers, peak, violations, acquired, writes atomic.Int64
 		var wg sync.WaitGroup
 		for g := 0; g < workers; g++ {
-			e := s.engine()
+			e := engine(s)
 			wg.Add(1)
 			go func(g int) {
 				defer wg.Done()
@@ -279,14 +282,14 @@ func TestRWExclusion(t *testing.T) {
 			}(g)
 		}
 		wg.Wait()
-		t.Logf("%s: %d acquisitions (%d writes), %d violations, peak %d readers inside at once", s.name, acquired.Load(), writes.Load(), violations.Load(), peak.Load())
+		t.Logf("%s: %d acquisitions (%d writes), %d violations, peak %d readers inside at once", s.Name, acquired.Load(), writes.Load(), violations.Load(), peak.Load())
 		if violations.Load() != 0 {
 			t.Errorf("%d times a writer was inside with someone else", violations.Load())
 		}
 		if peak.Load() < 2 {
 			t.Errorf("peak %d readers inside at once: readers did not share", peak.Load())
 		}
-		if fence, _ := redis.Int64(s.do("GET", s.rwKey("x", ":fence"))); fence != base.Fence()+acquired.Load() || acquired.Load() != int64(workers*cycles) {
+		if fence, _ := redis.Int64(s.Do("GET", rwKey(s, "x", ":fence"))); fence != base.Fence()+acquired.Load() || acquired.Load() != int64(workers*cycles) {
 			t.Errorf("fence %d after %d of %d acquisitions", fence, acquired.Load(), workers*cycles)
 		}
 	})
@@ -295,10 +298,10 @@ func TestRWExclusion(t *testing.T) {
 // A writer that queues while readers stream in gets in before every reader
 // that arrived after it: the order the server granted, by fence, says so.
 func TestRWWriterNotStarved(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		ctx, cancel := context.WithCancel(ctxT(t))
-		e := s.waitEngine()
+		e := waitEngine(s)
 		first, err := e.TryRLock(ctx, "st", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -361,7 +364,7 @@ func TestRWWriterNotStarved(t *testing.T) {
 			wrote <- w.Fence()
 		}()
 		for {
-			head, _ := redis.Strings(s.do("ZRANGE", s.rwKey("st", ":queue"), 0, 0))
+			head, _ := redis.Strings(s.Do("ZRANGE", rwKey(s, "st", ":queue"), 0, 0))
 			if len(head) == 1 && strings.HasPrefix(head[0], "w-") {
 				break
 			}
@@ -394,7 +397,7 @@ func TestRWWriterNotStarved(t *testing.T) {
 				before++
 			}
 		}
-		t.Logf("%s: the writer (fence %d) got in %v after queueing; %d reader grants before it, %d arrivals after it granted after it, %d jumped it", s.name, wFence, took, before, after, jumped)
+		t.Logf("%s: the writer (fence %d) got in %v after queueing; %d reader grants before it, %d arrivals after it granted after it, %d jumped it", s.Name, wFence, took, before, after, jumped)
 		if jumped != 0 {
 			t.Errorf("%d readers that arrived after the queued writer were granted before it", jumped)
 		}
@@ -408,9 +411,9 @@ func TestRWWriterNotStarved(t *testing.T) {
 // queue at once, up to the next writer; readers behind that writer wait for
 // it, though readers hold; the last reader out lets the writer in.
 func TestRWHandoffRun(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		e.queueTTL = 3 * time.Second // extensions every second: a handoff must not wait for them
 		w1, err := e.TryWLock(ctx, "run", LockOptions{TTL: time.Minute})
 		if err != nil {
@@ -441,7 +444,7 @@ func TestRWHandoffRun(t *testing.T) {
 					t.Error(err)
 				}
 			}(i)
-			s.waitQueued(t, s.rwKey("run", ":queue"), i+1)
+			waitQueued(s, t, rwKey(s, "run", ":queue"), i+1)
 		}
 		holds := make([]*Lock, len(modes))
 		// admitted waits for the waiters in want to be let in, promptly (well
@@ -471,7 +474,7 @@ func TestRWHandoffRun(t *testing.T) {
 		}
 		// The release script itself admitted the run: the server shows its
 		// three holds before any waiter could have extended.
-		if n, _ := redis.Int(s.do("ZCARD", s.rwKey("run", ""))); n != 3 {
+		if n, _ := redis.Int(s.Do("ZCARD", rwKey(s, "run", ""))); n != 3 {
 			t.Errorf("holds right after the writer's Unlock: %d, want the 3 readers at the head", n)
 		}
 		admitted("the writer left", 0, 1, 2)
@@ -511,12 +514,12 @@ func sameInt64s(a, b []int64) bool {
 // lease ends; the other readers' leaving does not wait for it, nor does it
 // wait for them.
 func TestRWDeadReader(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		const lease = 400 * time.Millisecond
-		deadPool := newPool(t, serverAddr(s))
-		dead := New(deadPool, WithNamespace(s.ns))
+		deadPool := newPool(t, s.Addr)
+		dead := New(deadPool, WithNamespace(s.NS))
 		start := time.Now()
 		if _, err := dead.TryRLock(ctx, "dr", LockOptions{TTL: lease, Watchdog: true}); err != nil {
 			t.Fatal(err)
@@ -538,12 +541,12 @@ func TestRWDeadReader(t *testing.T) {
 			got <- time.Since(start)
 			w.Unlock(ctx)
 		}()
-		s.waitQueued(t, s.rwKey("dr", ":queue"), 1)
+		waitQueued(s, t, rwKey(s, "dr", ":queue"), 1)
 		if err := live.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
 		took := <-got
-		t.Logf("%s: the writer got in %v after the dead reader's %v lease began (queue TTL %v)", s.name, took, lease, testQueueTTL)
+		t.Logf("%s: the writer got in %v after the dead reader's %v lease began (queue TTL %v)", s.Name, took, lease, testQueueTTL)
 		if took < lease-20*time.Millisecond {
 			t.Errorf("the writer got in after %v, inside the dead reader's %v lease", took, lease)
 		}
@@ -668,8 +671,8 @@ func TestRWCheckersCount(t *testing.T) {
 // share, and no holder the fences caught had a valid release.
 func TestRWUnderFaults(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		target := checkerScale(s)
 		const workers, names, engines = 32, 8, 4
 		es, proxy := faultyEngines(t, s, engines)
@@ -722,7 +725,7 @@ func TestRWUnderFaults(t *testing.T) {
 			peak = max(peak, p)
 		}
 		t.Logf("%s: %d acquisitions (%d writes), %d violations among valid holders, peak %d valid readers at once, %d fence violations, %d lost leases, %d fenced out (%d refused at entry), %d errors, %d connections cut",
-			s.name, f.acquisitions, writes.Load(), f.overlaps, peak, f.fenceViolations, f.lost, f.fencedOut, f.refusedAtEntry, f.errs, proxy.cuts.Load())
+			s.Name, f.acquisitions, writes.Load(), f.overlaps, peak, f.fenceViolations, f.lost, f.fencedOut, f.refusedAtEntry, f.errs, proxy.cuts.Load())
 		if f.overlaps != 0 || f.fenceViolations != 0 {
 			t.Errorf("exclusion broken: %d violations, %d fence violations", f.overlaps, f.fenceViolations)
 		}
@@ -736,9 +739,9 @@ func TestRWUnderFaults(t *testing.T) {
 // Acquisitions cut off mid-call, and waits cancelled as the handoff
 // reaches them, leave nothing behind: no hold, no queue entry, no wake-up.
 func TestRWCutOff(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		e := s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e := waitEngine(s)
 		for _, take := range []func(context.Context, string, LockOptions) (*Lock, error){e.TryRLock, e.TryWLock, e.RLock, e.WLock} {
 			cutOff(t, func(ctx context.Context) (func(context.Context) error, error) {
 				l, err := take(ctx, "cut", LockOptions{TTL: time.Minute})
@@ -753,7 +756,7 @@ func TestRWCutOff(t *testing.T) {
 		}
 		ctx, handed := ctxT(t), 0
 		for i := 0; i < 30; i++ {
-			e := s.waitEngine()
+			e := waitEngine(s)
 			holdW := i%2 == 0 // a writer holds and a reader waits, or the reverse
 			hold, wait := e.TryWLock, e.RLock
 			if !holdW {
@@ -769,7 +772,7 @@ func TestRWCutOff(t *testing.T) {
 				l, _ := wait(wctx, "cut", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
 				got <- l
 			}()
-			s.waitQueued(t, s.rwKey("cut", ":queue"), 1)
+			waitQueued(s, t, rwKey(s, "cut", ":queue"), 1)
 			time.AfterFunc(time.Duration(i%10)*100*time.Microsecond, cancel)
 			holder.Unlock(ctx)
 			if l := <-got; l != nil {
@@ -781,9 +784,9 @@ func TestRWCutOff(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		t.Logf("%s: 800 cut-off acquisitions, then 30 cancels racing a handoff (%d waiters got the lock first)", s.name, handed)
-		for _, key := range s.keys(t) {
-			if key != s.rwKey("cut", ":fence") && !strings.HasPrefix(key, s.rwKey("cut", ":void:")) {
+		t.Logf("%s: 800 cut-off acquisitions, then 30 cancels racing a handoff (%d waiters got the lock first)", s.Name, handed)
+		for _, key := range s.Keys(t) {
+			if key != rwKey(s, "cut", ":fence") && !strings.HasPrefix(key, rwKey(s, "cut", ":void:")) {
 				t.Errorf("left behind: %s", key)
 			}
 		}
@@ -793,9 +796,9 @@ func TestRWCutOff(t *testing.T) {
 // A writer that gives up waiting lets in the readers queued behind it at
 // once (its abandon script admits them), not at their next extension.
 func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		e.queueTTL = 3 * time.Second // extensions every second
 		r0, err := e.TryRLock(ctx, "aw", LockOptions{TTL: time.Minute})
 		if err != nil {
@@ -805,7 +808,7 @@ func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 		defer cancel()
 		wErr := make(chan error, 1)
 		go func() { _, err := e.WLock(wctx, "aw", LockOptions{Wait: time.Minute}); wErr <- err }()
-		s.waitQueued(t, s.rwKey("aw", ":queue"), 1)
+		waitQueued(s, t, rwKey(s, "aw", ":queue"), 1)
 		got := make(chan time.Time, 1)
 		go func() {
 			r, err := e.RLock(ctx, "aw", LockOptions{TTL: time.Minute, Wait: 30 * time.Second})
@@ -815,7 +818,7 @@ func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 			got <- time.Now()
 			r.Unlock(ctx)
 		}()
-		s.waitQueued(t, s.rwKey("aw", ":queue"), 2)
+		waitQueued(s, t, rwKey(s, "aw", ":queue"), 2)
 		time.Sleep(50 * time.Millisecond) // past the reader's first call
 		start := time.Now()
 		cancel()
@@ -823,7 +826,7 @@ func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 			t.Errorf("the cancelled writer: %v", err)
 		}
 		took := (<-got).Sub(start)
-		t.Logf("%s: the reader behind a cancelled writer got in %v after the cancel", s.name, took)
+		t.Logf("%s: the reader behind a cancelled writer got in %v after the cancel", s.Name, took)
 		if took > 300*time.Millisecond {
 			t.Errorf("the reader behind a cancelled writer waited %v: the abandon did not let it in", took)
 		}
@@ -837,9 +840,9 @@ func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 // even when readers hold and a writer waits, nor while the holds vanished
 // before the head has taken over.
 func TestRWNoQueueJumping(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		if _, err := e.TryRLock(ctx, "nj", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
@@ -851,11 +854,11 @@ func TestRWNoQueueJumping(t *testing.T) {
 			}
 			got <- w
 		}()
-		s.waitQueued(t, s.rwKey("nj", ":queue"), 1)
+		waitQueued(s, t, rwKey(s, "nj", ":queue"), 1)
 		if _, err := e.TryRLock(ctx, "nj", LockOptions{}); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("TryRLock with readers holding and a writer queued: %v, want ErrNotAcquired", err)
 		}
-		s.must(t, "DEL", s.rwKey("nj", ""), s.rwKey("nj", ":holds")) // the reader's hold is gone
+		s.Must(t, "DEL", rwKey(s, "nj", ""), rwKey(s, "nj", ":holds")) // the reader's hold is gone
 		// The first try lets the queued writer in, and is refused; so is the
 		// next, while the writer holds.
 		for _, try := range []func(context.Context, string, LockOptions) (*Lock, error){e.TryWLock, e.TryRLock} {
@@ -871,8 +874,8 @@ func TestRWNoQueueJumping(t *testing.T) {
 
 // After SCRIPT FLUSH every read-write script recovers through EVAL.
 func TestRWScriptFlush(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		r, err := e.TryRLock(ctx, "sf", LockOptions{})
 		if err != nil {
 			t.Fatal(err)
@@ -884,7 +887,7 @@ func TestRWScriptFlush(t *testing.T) {
 			func() error { w, err := e.WLock(ctx, "sf", LockOptions{}); r = w; return err },
 			func() error { return r.Unlock(ctx) },
 		} {
-			s.must(t, "SCRIPT", "FLUSH")
+			s.Must(t, "SCRIPT", "FLUSH")
 			if err := op(); err != nil {
 				t.Fatalf("op %d after SCRIPT FLUSH: %v", i, err)
 			}
@@ -895,20 +898,20 @@ func TestRWScriptFlush(t *testing.T) {
 // A hold whose holds hash was replaced by another type: Unlock and Extend
 // fail with WRONGTYPE and change nothing.
 func TestRWWrongTypeHolds(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		r, err := e.TryRLock(ctx, "wt", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.must(t, "RPUSH", s.rwKey("wt", ":holds"), "x")
-		before := s.snapshot(t)
+		s.Must(t, "RPUSH", rwKey(s, "wt", ":holds"), "x")
+		before := s.Snapshot(t)
 		for name, err := range map[string]error{"Unlock": r.Unlock(ctx), "Extend": r.Extend(ctx, time.Hour)} {
 			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 				t.Errorf("%s with a list for the holds: %v, want WRONGTYPE", name, err)
 			}
 		}
-		if after := s.snapshot(t); !maps.Equal(before, after) {
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("changed keys: %v -> %v", before, after)
 		}
 	})
@@ -916,16 +919,16 @@ func TestRWWrongTypeHolds(t *testing.T) {
 
 // A fence key holding text is refused before anything is written.
 func TestRWCorruptFence(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
-		s.must(t, "SET", s.rwKey("g", ":fence"), "abc")
-		before := s.snapshot(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		s.Must(t, "SET", rwKey(s, "g", ":fence"), "abc")
+		before := s.Snapshot(t)
 		for name, try := range map[string]func(context.Context, string, LockOptions) (*Lock, error){"TryRLock": e.TryRLock, "WLock": e.WLock} {
 			if _, err := try(ctx, "g", LockOptions{}); err == nil || !strings.Contains(err.Error(), "does not hold a counter") {
 				t.Errorf("%s with a corrupt fence: %v", name, err)
 			}
 		}
-		if after := s.snapshot(t); !maps.Equal(before, after) {
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("changed keys: %v -> %v", before, after)
 		}
 	})

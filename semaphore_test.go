@@ -4,19 +4,21 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
 // With miniredis's clock moved by hand a permit is gone exactly at its
 // deadline; each permit keeps its own TTL.
 func TestSemaphoreExpiryExact(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	short, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5, TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -32,38 +34,38 @@ func TestSemaphoreExpiryExact(t *testing.T) {
 		}
 		return n
 	}
-	s.advance(999 * time.Millisecond)
+	s.Advance(999 * time.Millisecond)
 	if n := holders(); n != 2 {
 		t.Errorf("1ms before the first deadline: %d holders", n)
 	}
-	s.advance(time.Millisecond)
+	s.Advance(time.Millisecond)
 	if n := holders(); n != 1 {
 		t.Errorf("at the first deadline: %d holders, want 1", n)
 	}
 	if err := short.Release(ctx); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Release of a timed-out permit: %v", err)
 	}
-	s.advance(1999 * time.Millisecond)
+	s.Advance(1999 * time.Millisecond)
 	if n := holders(); n != 1 {
 		t.Errorf("1ms before the 3s deadline: %d holders", n)
 	}
-	s.advance(time.Millisecond)
+	s.Advance(time.Millisecond)
 	if n := holders(); n != 0 {
 		t.Errorf("at the 3s deadline: %d holders", n)
 	}
 	if err := long.Extend(ctx, 0); !errors.Is(err, ErrNotHeld) {
 		t.Errorf("Extend of a timed-out permit: %v", err)
 	}
-	if ks := s.keys(t); !sameStrings(ks, []string{s.ns + "sem:{exp}:counter"}) {
+	if ks := s.Keys(t); !slices.Equal(ks, []string{s.NS + "sem:{exp}:counter"}) {
 		t.Errorf("keys left: %q", ks)
 	}
 }
 
 // A waiter also sees a permit time out, without anyone releasing it.
 func TestSemaphoreWaitForTimeout(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		if _, err := e.TryAcquireSemaphore(ctx, "wto", SemaphoreOptions{Limit: 1, TTL: 100 * time.Millisecond}); err != nil {
 			t.Fatal(err)
 		}
@@ -75,8 +77,8 @@ func TestSemaphoreWaitForTimeout(t *testing.T) {
 
 // Acquisitions cut off mid-call leave no permit behind.
 func TestSemaphoreCutOff(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		e := s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e := engine(s)
 		cutOff(t, func(ctx context.Context) (func(context.Context) error, error) {
 			p, err := e.TryAcquireSemaphore(ctx, "cut", SemaphoreOptions{Limit: 1, TTL: time.Minute})
 			if err != nil {
@@ -96,8 +98,8 @@ func TestSemaphoreCutOff(t *testing.T) {
 // Permit.TTL and Held have Lock's semantics: the server's remaining time,
 // ErrNotHeld (Held false) once it timed out or was released.
 func TestPermitTTLAndHeld(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		p, err := e.TryAcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
 		if err != nil {
 			t.Fatal(err)
@@ -108,13 +110,13 @@ func TestPermitTTLAndHeld(t *testing.T) {
 		if held, err := p.Held(ctx); err != nil || !held {
 			t.Errorf("Held = %v, %v", held, err)
 		}
-		before := s.snapshot(t)
+		before := s.Snapshot(t)
 		p.TTL(ctx)
 		p.Held(ctx)
-		if after := s.snapshot(t); !maps.Equal(before, after) {
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("TTL/Held wrote: %v -> %v", before, after)
 		}
-		s.advance(5 * time.Second)
+		s.Advance(5 * time.Second)
 		if _, err := p.TTL(ctx); !errors.Is(err, ErrNotHeld) {
 			t.Errorf("TTL at the deadline: %v, want ErrNotHeld", err)
 		}
@@ -144,13 +146,13 @@ func TestPermitTTLAndHeld(t *testing.T) {
 // stored limit (ErrInvalid, writing nothing, when none is stored), and an
 // idle semaphore takes a new limit.
 func TestSemaphoreStoredLimit(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
-		before := s.snapshot(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		before := s.Snapshot(t)
 		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{TTL: time.Minute}); !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "no limit") {
 			t.Errorf("Limit 0 with no limit stored: %v, want ErrInvalid saying no limit is stored", err)
 		}
-		if after := s.snapshot(t); !maps.Equal(before, after) {
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("a refused Limit 0 wrote: %v -> %v", before, after)
 		}
 		var ps []*Permit
@@ -181,7 +183,7 @@ func TestSemaphoreStoredLimit(t *testing.T) {
 			t.Errorf("second permit under the new Limit 1, asking 3: %v", err)
 		}
 		// The limit goes with the last holder also when it times out.
-		s.advance(150 * time.Millisecond)
+		s.Advance(150 * time.Millisecond)
 		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 4, TTL: time.Minute}); err != nil {
 			t.Errorf("Limit 4 after the last permit timed out: %v", err)
 		}
@@ -192,18 +194,18 @@ func TestSemaphoreStoredLimit(t *testing.T) {
 // does: 1 ms before it the permit still fills the semaphore, at it the
 // slot is free. No SemaphoreHolders call in between does the purge for it.
 func TestSemaphoreAcquirePurgesAtDeadline(t *testing.T) {
-	s := newMini(t)
-	ctx, e := ctxT(t), s.engine()
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
 	o := SemaphoreOptions{Limit: 1, TTL: time.Second}
 	first, err := e.TryAcquireSemaphore(ctx, "edge", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.advance(999 * time.Millisecond)
+	s.Advance(999 * time.Millisecond)
 	if _, err := e.TryAcquireSemaphore(ctx, "edge", o); !errors.Is(err, ErrNotAcquired) {
 		t.Fatalf("1ms before the first permit's deadline: %v, want ErrNotAcquired", err)
 	}
-	s.advance(time.Millisecond)
+	s.Advance(time.Millisecond)
 	second, err := e.TryAcquireSemaphore(ctx, "edge", o)
 	if err != nil {
 		t.Fatalf("at the first permit's deadline: %v, want a permit", err)
@@ -219,17 +221,17 @@ func TestSemaphoreAcquirePurgesAtDeadline(t *testing.T) {
 // rawSemWaiter queues token on a semaphore of limit 1 with the acquire
 // script, as a waiter that never extends nor confirms (it may as well be
 // dead), and returns its entry's deadline (server ms).
-func (s *server) rawSemWaiter(t *testing.T, name, token string, entry time.Duration) int64 {
+func rawSemWaiter(s *testserver.Server, t *testing.T, name, token string, entry time.Duration) int64 {
 	t.Helper()
-	k := func(suffix string) any { return s.ns + "sem:{" + name + "}" + suffix }
-	c := s.pool.Get()
+	k := func(suffix string) any { return s.NS + "sem:{" + name + "}" + suffix }
+	c := s.Pool.Get()
 	defer c.Close()
 	v, err := redis.Int64s(scriptSemAcquire.Do(c, k(""), k(":owner"), k(":counter"), k(":limit"), k(":queue"), k(":waiters"), k(":void:"+token),
-		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.ns+"wake:", 1))
+		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.NS+"wake:", 1))
 	if err != nil || len(v) == 0 || v[0] != 0 {
 		t.Fatalf("queueing %s: %v, %v", token, v, err)
 	}
-	e, err := redis.String(s.do("HGET", k(":waiters"), token))
+	e, err := redis.String(s.Do("HGET", k(":waiters"), token))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,35 +246,35 @@ func (s *server) rawSemWaiter(t *testing.T, name, token string, entry time.Durat
 // it, exactly to the waiter's queue entry's deadline: one handed to a
 // waiter that died frees its slot then, not later.
 func TestHandedPermitEndsWithItsEntry(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		o := SemaphoreOptions{Limit: 1, TTL: time.Minute}
 		p, err := e.TryAcquireSemaphore(ctx, "hp", o)
 		if err != nil {
 			t.Fatal(err)
 		}
 		const entry = time.Minute
-		deadline := s.rawSemWaiter(t, "hp", "gone", entry)
+		deadline := rawSemWaiter(s, t, "hp", "gone", entry)
 		if err := p.Release(ctx); err != nil {
 			t.Fatal(err)
 		}
-		got, err := redis.Int64(s.do("ZSCORE", s.ns+"sem:{hp}", "gone"))
+		got, err := redis.Int64(s.Do("ZSCORE", s.NS+"sem:{hp}", "gone"))
 		if err != nil {
 			t.Fatalf("the waiter was not handed the permit: %v", err)
 		}
 		if got != deadline {
 			t.Errorf("the permit handed to the waiter times out at %d, %d ms after its entry's deadline; want at it", got, got-deadline)
 		}
-		if s.mini == nil {
+		if s.Mini == nil {
 			return
 		}
 		// The slot is free at the deadline, and not 1 ms before.
-		s.advance(entry - time.Millisecond)
+		s.Advance(entry - time.Millisecond)
 		if _, err := e.TryAcquireSemaphore(ctx, "hp", o); !errors.Is(err, ErrNotAcquired) {
 			t.Errorf("1ms before the handed permit's deadline: %v, want ErrNotAcquired", err)
 		}
-		s.advance(time.Millisecond)
+		s.Advance(time.Millisecond)
 		if _, err := e.TryAcquireSemaphore(ctx, "hp", o); err != nil {
 			t.Errorf("at the handed permit's deadline: %v, want a permit", err)
 		}
@@ -284,17 +286,17 @@ func TestHandedPermitEndsWithItsEntry(t *testing.T) {
 // retention after it was set, and callers asking another Limit still
 // follow it. Here grants come 0.6 retentions apart.
 func TestSetLimitStaysWhileUsed(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		retention := 300 * time.Millisecond
-		if s.mini == nil {
+		if s.Mini == nil {
 			retention = 2 * time.Second // a real server is waited on: 0.8 s of slack per gap
 		}
-		ctx, e := ctxT(t), s.engine(WithFenceRetention(retention))
+		ctx, e := ctxT(t), engine(s, WithFenceRetention(retention))
 		if err := e.SetSemaphoreLimit(ctx, "adm", 2); err != nil {
 			t.Fatal(err)
 		}
 		for i := 0; i < 2; i++ {
-			s.advance(retention * 6 / 10)
+			s.Advance(retention * 6 / 10)
 			p, err := e.TryAcquireSemaphore(ctx, "adm", SemaphoreOptions{Limit: 5, TTL: time.Minute})
 			if err != nil {
 				t.Fatalf("grant %d: %v", i+1, err)

@@ -27,40 +27,40 @@ const slowExtensions = 30 * time.Second
 // proxiedWaiter is an engine whose connections, its wake subscription's
 // among them, go through a fault proxy the test can cut, with extensions too
 // slow to stand in for a lost wake-up.
-func proxiedWaiter(t *testing.T, s *server) (*Engine, *faultProxy) {
-	proxy := startProxy(t, serverAddr(s), faults{})
-	w := New(newPool(t, proxy.addr()), WithNamespace(s.ns))
+func proxiedWaiter(t *testing.T, s *testserver.Server) (*Engine, *faultProxy) {
+	proxy := startProxy(t, s.Addr, faults{})
+	w := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
 	w.queueTTL = slowExtensions
 	return w, proxy
 }
 
 // needsOneAddress skips a test that dials the server itself on a
 // multi-node cluster, saying so.
-func needsOneAddress(t *testing.T, s *server) {
+func needsOneAddress(t *testing.T, s *testserver.Server) {
 	t.Helper()
-	if s.cluster != nil {
+	if s.Engines != nil {
 		t.Skip("needs one server address (a private pool or the fault proxy); not on the multi-node cluster")
 	}
 }
 
 // rawWaiter queues token on a lock with the acquire script, as a waiter
 // of an engine named id that never extends (it may as well be dead).
-func (s *server) rawWaiter(t *testing.T, name, token, id string, entry time.Duration) {
+func rawWaiter(s *testserver.Server, t *testing.T, name, token, id string, entry time.Duration) {
 	t.Helper()
-	k := func(suffix string) any { return s.ns + "lock:{" + name + "}" + suffix }
-	c := s.pool.Get()
+	k := func(suffix string) any { return s.NS + "lock:{" + name + "}" + suffix }
+	c := s.Pool.Get()
 	defer c.Close()
 	if _, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
-		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), id, s.ns+"wake:")); err != nil {
+		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), id, s.NS+"wake:")); err != nil {
 		t.Fatal(err)
 	}
 }
 
 // subscribers is how many clients are subscribed to an engine's wake
 // channel.
-func (s *server) subscribers(t *testing.T, e *Engine) int {
+func subscribers(s *testserver.Server, t *testing.T, e *Engine) int {
 	t.Helper()
-	v, err := redis.Values(s.do("PUBSUB", "NUMSUB", e.wake.channel))
+	v, err := redis.Values(s.Do("PUBSUB", "NUMSUB", e.wake.channel))
 	if err != nil || len(v) != 2 {
 		t.Fatalf("PUBSUB NUMSUB: %v, %v", v, err)
 	}
@@ -70,14 +70,14 @@ func (s *server) subscribers(t *testing.T, e *Engine) int {
 
 // waitSubscribed waits until e's wake subscription is up and its waiters
 // have had a moment for the look they take once it is.
-func (s *server) waitSubscribed(t *testing.T, e *Engine) {
+func waitSubscribed(s *testserver.Server, t *testing.T, e *Engine) {
 	t.Helper()
-	if s.cluster != nil { // PUBSUB NUMSUB counts one node's subscribers
+	if s.Engines != nil { // PUBSUB NUMSUB counts one node's subscribers
 		time.Sleep(200 * time.Millisecond)
 		return
 	}
 	deadline := time.Now().Add(10 * time.Second)
-	for s.subscribers(t, e) != 1 {
+	for subscribers(s, t, e) != 1 {
 		if time.Now().After(deadline) {
 			t.Fatal("no wake subscription in 10s")
 		}
@@ -91,15 +91,15 @@ func (s *server) waitSubscribed(t *testing.T, e *Engine) {
 // waiter is woken by its handoff (extensions are far too slow to be in
 // time); the subscription ends once nobody waits.
 func TestOneSubscriptionPerEngine(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
+		s.Realtime(t)
 		ctx := ctxT(t)
-		pool := &redis.Pool{MaxActive: 16, MaxIdle: 16, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		pool := &redis.Pool{MaxActive: 16, MaxIdle: 16, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Addr) }}
 		t.Cleanup(func() { pool.Close() })
-		w := New(pool, WithNamespace(s.ns))
+		w := New(pool, WithNamespace(s.NS))
 		w.queueTTL, w.subIdle = slowExtensions, 100*time.Millisecond
-		holders := s.engine()
+		holders := engine(s)
 		const names = 100
 		held := make([]*Lock, names)
 		for i := range held {
@@ -126,13 +126,13 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 		for {
 			queued := 0
 			for i := 0; i < names; i++ {
-				queued += s.queued(t, s.ns+fmt.Sprintf("lock:{cart:%d}:queue", i))
+				queued += countQueued(s, t, s.NS+fmt.Sprintf("lock:{cart:%d}:queue", i))
 			}
-			if queued == names && s.subscribers(t, w) == 1 {
+			if queued == names && subscribers(s, t, w) == 1 {
 				break
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("%d of %d waiters queued, %d subscribers", queued, names, s.subscribers(t, w))
+				t.Fatalf("%d of %d waiters queued, %d subscribers", queued, names, subscribers(s, t, w))
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -168,14 +168,14 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 		}
 		sort.Slice(lags, func(i, j int) bool { return lags[i] < lags[j] })
 		t.Logf("%s: from release to the waiter's return over %d names: p50 %v, max %v; extensions come every %v",
-			s.name, names, lags[names/2], lags[names-1], w.queueTTL/3)
+			s.Name, names, lags[names/2], lags[names-1], w.queueTTL/3)
 		if lags[names-1] > 3*time.Second {
 			t.Errorf("slowest waiter woke %v after its release: a wake-up was lost or never sent", lags[names-1])
 		}
 		deadline = time.Now().Add(5 * time.Second)
-		for s.subscribers(t, w) != 0 || pool.ActiveCount() != pool.IdleCount() {
+		for subscribers(s, t, w) != 0 || pool.ActiveCount() != pool.IdleCount() {
 			if time.Now().After(deadline) {
-				t.Fatalf("after the last waiter: %d subscribers, %d connections in use; want none", s.subscribers(t, w), pool.ActiveCount()-pool.IdleCount())
+				t.Fatalf("after the last waiter: %d subscribers, %d connections in use; want none", subscribers(s, t, w), pool.ActiveCount()-pool.IdleCount())
 			}
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -191,16 +191,16 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 // runs only to the end of its queue entry, and it says so, until TTL
 // confirms it.
 func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
+		s.Realtime(t)
 		ctx := ctxT(t)
 		for _, kind := range []string{"lock", "semaphore", "read-write lock"} {
 			t.Run(kind, func(t *testing.T) {
-				pool := &countingGets{Pool: s.pool}
-				w := New(pool, WithNamespace(s.ns))
+				pool := &countingGets{Pool: s.Pool}
+				w := New(pool, WithNamespace(s.NS))
 				w.queueTTL = slowExtensions
-				holders := s.engine()
+				holders := engine(s)
 				var release func() error
 				var take func() (func() error, func(context.Context) (time.Duration, error), error)
 				switch kind {
@@ -247,11 +247,11 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 					done <- got{unlock, ttl, err, pool.n.Load()}
 				}()
 				word := map[string]string{"lock": "lock", "semaphore": "sem", "read-write lock": "rw"}[kind]
-				s.waitQueued(t, s.ns+word+":{rt}:queue", 1)
+				waitQueued(s, t, s.NS+word+":{rt}:queue", 1)
 				// Settled: the subscription's connection, the waiter's call,
 				// and the call with which it looked again once subscribed
 				// taken, and nothing but the subscription in use.
-				for pool.n.Load() < 3 || s.pool.ActiveCount()-s.pool.IdleCount() > 1 || s.subscribers(t, w) != 1 {
+				for pool.n.Load() < 3 || s.Pool.ActiveCount()-s.Pool.IdleCount() > 1 || subscribers(s, t, w) != 1 {
 					time.Sleep(time.Millisecond)
 				}
 				before := pool.n.Load()
@@ -272,7 +272,7 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 				}
 				// Handed over: the lease is the queue entry's until confirmed.
 				if kind == "lock" {
-					if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{rt}")); pttl <= 0 || pttl > slowExtensions.Milliseconds() {
+					if pttl, _ := redis.Int64(s.Do("PTTL", s.NS+"lock:{rt}")); pttl <= 0 || pttl > slowExtensions.Milliseconds() {
 						t.Errorf("handed-over lease PTTL %d ms, want at most the queue entry's %v", pttl, slowExtensions)
 					}
 				}
@@ -292,15 +292,15 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 // waiter's queue entry would have lapsed, and then goes to the next live
 // waiter, not back to the one it was handed to.
 func TestUnconfirmedHandoffLapses(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		holder, err := e.TryLock(ctx, "lap", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.rawWaiter(t, "lap", "gone", "nobody", testQueueTTL)
+		rawWaiter(s, t, "lap", "gone", "nobody", testQueueTTL)
 		got := make(chan *Lock, 1)
 		go func() {
 			l, err := e.Lock(ctx, "lap", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
@@ -309,26 +309,26 @@ func TestUnconfirmedHandoffLapses(t *testing.T) {
 			}
 			got <- l
 		}()
-		s.waitQueued(t, s.ns+"lock:{lap}:queue", 2)
+		waitQueued(s, t, s.NS+"lock:{lap}:queue", 2)
 		start := time.Now()
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{lap}")); tok != "gone" {
+		if tok, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{lap}")); tok != "gone" {
 			t.Fatalf("after the release the lock is %q's, want the head's (gone)", tok)
 		}
-		if pttl, _ := redis.Int64(s.do("PTTL", s.ns+"lock:{lap}")); pttl <= 0 || pttl > testQueueTTL.Milliseconds() {
+		if pttl, _ := redis.Int64(s.Do("PTTL", s.NS+"lock:{lap}")); pttl <= 0 || pttl > testQueueTTL.Milliseconds() {
 			t.Errorf("handed-over lease PTTL %d ms, want (0, %d]: it runs only to the entry's deadline", pttl, testQueueTTL.Milliseconds())
 		}
 		l := <-got
 		took := time.Since(start)
-		t.Logf("%s: the live waiter got the lock %v after the release, behind a handoff nobody confirmed", s.name, took)
+		t.Logf("%s: the live waiter got the lock %v after the release, behind a handoff nobody confirmed", s.Name, took)
 		if took > 3*testQueueTTL+time.Second {
 			t.Errorf("the live waiter needed %v", took)
 		}
 		// The lapsed waiter's late call does not take the lock back.
-		s.rawWaiter(t, "lap", "gone", "nobody", testQueueTTL)
-		if tok, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{lap}")); tok != l.Token() {
+		rawWaiter(s, t, "lap", "gone", "nobody", testQueueTTL)
+		if tok, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{lap}")); tok != l.Token() {
 			t.Errorf("after the lapsed waiter's late call the lock is %q's, want the live waiter's", tok)
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -340,9 +340,9 @@ func TestUnconfirmedHandoffLapses(t *testing.T) {
 // A waiter whose holder keeps the lock for several queue-entry lifetimes
 // stays queued (its extensions extend its entry) and keeps its place.
 func TestWaitersOutliveTheirEntries(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
-		ctx, e := ctxT(t), s.waitEngine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), waitEngine(s)
 		holder, err := e.TryLock(ctx, "long", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
@@ -359,10 +359,10 @@ func TestWaitersOutliveTheirEntries(t *testing.T) {
 				order <- who
 				l.Unlock(ctx)
 			}(who)
-			s.waitQueued(t, s.ns+"lock:{long}:queue", i+1)
+			waitQueued(s, t, s.NS+"lock:{long}:queue", i+1)
 		}
 		for end := time.Now().Add(5 * testQueueTTL); time.Now().Before(end); time.Sleep(testQueueTTL / 3) {
-			if n := s.liveWaiters(t, "lock:{long}:waiters"); n != 2 {
+			if n := liveWaiters(s, t, "lock:{long}:waiters"); n != 2 {
 				t.Fatalf("%d live queue entries while two wait, want 2: extensions do not keep entries alive", n)
 			}
 		}
@@ -377,11 +377,11 @@ func TestWaitersOutliveTheirEntries(t *testing.T) {
 
 // liveWaiters counts the entries of a waiters hash whose deadline has not
 // passed by the server's clock (lib/queue.lua's q_live).
-func (s *server) liveWaiters(t *testing.T, suffix string) int {
+func liveWaiters(s *testserver.Server, t *testing.T, suffix string) int {
 	t.Helper()
-	c := s.pool.Get()
+	c := s.Pool.Get()
 	defer c.Close()
-	v, err := redis.Int(liveWaitersScript.Do(c, s.ns+suffix))
+	v, err := redis.Int(liveWaitersScript.Do(c, s.NS+suffix))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -393,18 +393,18 @@ var liveWaitersScript = redis.NewScript(1, embedded("scripts/lib/queue.lua")+"re
 // Arrival numbers only grow: one who left does not free its number for
 // the next comer.
 func TestArrivalNumbersNeverReused(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		if _, err := e.TryLock(ctx, "arr", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range []string{"a", "b", "c"} {
-			s.rawWaiter(t, "arr", w, "x", time.Minute)
+			rawWaiter(s, t, "arr", w, "x", time.Minute)
 		}
-		queue := s.ns + "lock:{arr}:queue"
+		queue := s.NS + "lock:{arr}:queue"
 		score := func(w string) int64 {
-			v, err := redis.Int64(s.do("ZSCORE", queue, w))
+			v, err := redis.Int64(s.Do("ZSCORE", queue, w))
 			if err != nil {
 				t.Fatalf("ZSCORE %s: %v", w, err)
 			}
@@ -414,12 +414,12 @@ func TestArrivalNumbersNeverReused(t *testing.T) {
 		if !(a < b && b < c) {
 			t.Fatalf("arrivals %d %d %d, want growing", a, b, c)
 		}
-		k := func(suffix string) any { return s.ns + "lock:{arr}" + suffix }
-		if _, err := scriptLockAbandon.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:b"),
-			"b", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.ns+"wake:"); err != nil {
+		k := func(suffix string) any { return s.NS + "lock:{arr}" + suffix }
+		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:b"),
+			"b", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
 			t.Fatal(err)
 		}
-		s.rawWaiter(t, "arr", "d", "x", time.Minute)
+		rawWaiter(s, t, "arr", "d", "x", time.Minute)
 		if d := score("d"); d <= c {
 			t.Errorf("arrival %d after %d left and %d is queued: a number was given twice", d, b, c)
 		}
@@ -429,16 +429,16 @@ func TestArrivalNumbersNeverReused(t *testing.T) {
 // An abandoned waiter that was handed the lock passes it on to the next
 // live waiter, who is woken at once.
 func TestAbandonPassesTheLockOn(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		e.queueTTL = slowExtensions
 		holder, err := e.TryLock(ctx, "ab", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.rawWaiter(t, "ab", "walks-away", "nobody", time.Minute)
+		rawWaiter(s, t, "ab", "walks-away", "nobody", time.Minute)
 		got := make(chan *Lock, 2)
 		for i := 0; i < 2; i++ {
 			go func() {
@@ -448,24 +448,24 @@ func TestAbandonPassesTheLockOn(t *testing.T) {
 				}
 				got <- l
 			}()
-			s.waitQueued(t, s.ns+"lock:{ab}:queue", 2+i)
+			waitQueued(s, t, s.NS+"lock:{ab}:queue", 2+i)
 		}
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{ab}")); tok != "walks-away" {
+		if tok, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{ab}")); tok != "walks-away" {
 			t.Fatalf("handed to %q, want the head", tok)
 		}
-		k := func(suffix string) any { return s.ns + "lock:{ab}" + suffix }
+		k := func(suffix string) any { return s.NS + "lock:{ab}" + suffix }
 		start := time.Now()
-		if _, err := scriptLockAbandon.Do(s.pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:walks-away"),
-			"walks-away", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.ns+"wake:"); err != nil {
+		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:walks-away"),
+			"walks-away", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
 			t.Fatal(err)
 		}
 		select {
 		case l := <-got:
-			t.Logf("%s: the next waiter was woken %v after the head abandoned its handoff", s.name, time.Since(start))
-			if q := s.queued(t, s.ns+"lock:{ab}:queue"); q != 1 {
+			t.Logf("%s: the next waiter was woken %v after the head abandoned its handoff", s.Name, time.Since(start))
+			if q := countQueued(s, t, s.NS+"lock:{ab}:queue"); q != 1 {
 				t.Errorf("%d still queued, want the last waiter", q)
 			}
 			l.Unlock(ctx)
@@ -480,12 +480,12 @@ func TestAbandonPassesTheLockOn(t *testing.T) {
 // wake-up is lost, and after resubscribing every waiter looks at once, long
 // before its next extension.
 func TestResubscriptionLooksAgain(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
+		s.Realtime(t)
 		ctx := ctxT(t)
 		w, proxy := proxiedWaiter(t, s)
-		holders := s.engine()
+		holders := engine(s)
 		const n = 4
 		var held []*Lock
 		for i := 0; i < n; i++ {
@@ -509,18 +509,18 @@ func TestResubscriptionLooksAgain(t *testing.T) {
 			}(i)
 		}
 		for i := 0; i < n; i++ {
-			s.waitQueued(t, s.ns+fmt.Sprintf("lock:{rs%d}:queue", i), 1)
+			waitQueued(s, t, s.NS+fmt.Sprintf("lock:{rs%d}:queue", i), 1)
 		}
-		for s.subscribers(t, w) != 1 {
+		for subscribers(s, t, w) != 1 {
 			time.Sleep(time.Millisecond)
 		}
 		time.Sleep(20 * time.Millisecond) // the waiters' look after subscribing is done
 		proxy.refuse.Store(true)
-		if s.mini == nil {
-			s.must(t, "CLIENT", "KILL", "TYPE", "pubsub")
+		if s.Mini == nil {
+			s.Must(t, "CLIENT", "KILL", "TYPE", "pubsub")
 		}
 		proxy.cutAll() // and the idle connections the subscription could come back on
-		for s.subscribers(t, w) != 0 {
+		for subscribers(s, t, w) != 0 {
 			time.Sleep(time.Millisecond)
 		}
 		for _, l := range held { // published to nobody
@@ -540,7 +540,7 @@ func TestResubscriptionLooksAgain(t *testing.T) {
 				t.Fatalf("%d of %d waiters still waiting 5s after the subscription could come back; extensions come every %v", n-i, n, w.queueTTL/3)
 			}
 		}
-		t.Logf("%s: %d waiters whose wake-ups were lost got their locks within %v of the server taking connections again", s.name, n, slowest)
+		t.Logf("%s: %d waiters whose wake-ups were lost got their locks within %v of the server taking connections again", s.Name, n, slowest)
 		w.Close(ctx)
 	})
 }
@@ -549,13 +549,13 @@ func TestResubscriptionLooksAgain(t *testing.T) {
 // pause (10 ms), however often it is cut: only failures to subscribe back
 // off (to a second), and a waiter's wake-ups are lost while it is down.
 func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
+		s.Realtime(t)
 		ctx := ctxT(t)
 		w, proxy := proxiedWaiter(t, s)
 		defer w.Close(ctx)
-		held, err := s.engine().TryLock(ctx, "cuts", LockOptions{TTL: time.Minute})
+		held, err := engine(s).TryLock(ctx, "cuts", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -571,7 +571,7 @@ func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
 		var total, slowest time.Duration
 		for i := 0; i < cuts; i++ {
 			deadline := time.Now().Add(10 * time.Second)
-			for s.subscribers(t, w) != 1 {
+			for subscribers(s, t, w) != 1 {
 				if time.Now().After(deadline) {
 					t.Fatalf("cut %d: no subscription 10s later", i)
 				}
@@ -583,7 +583,7 @@ func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
 			}
 			proxy.cutAll()
 		}
-		t.Logf("%s: %d resubscriptions after cuts took %v in all, the slowest %v", s.name, cuts-1, total, slowest)
+		t.Logf("%s: %d resubscriptions after cuts took %v in all, the slowest %v", s.Name, cuts-1, total, slowest)
 		// A pause doubling from 10 ms from one cut to the next would add
 		// up to over 4 s.
 		if total > 2*time.Second {
@@ -602,23 +602,23 @@ func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
 // holder learns it lost it (Lost, Context, the event) before the next
 // waiter can have it, so no two fenced holders overlap.
 func TestLateConfirmationIsALoss(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
+		s.Realtime(t)
 		ctx := ctxT(t)
 		const entry = 600 * time.Millisecond
 		// The late one's confirmations (lock_extend) are held back past its
 		// queue entry; its other calls pass.
-		proxy := startProxy(t, serverAddr(s), faults{holdOn: []byte(scriptLockExtend.Hash()), holdFor: 3 * entry})
+		proxy := startProxy(t, s.Addr, faults{holdOn: []byte(scriptLockExtend.Hash()), holdFor: 3 * entry})
 		for try := 1; ; try++ {
 			var lostAt atomic.Int64
-			late := New(newPool(t, proxy.addr()), WithNamespace(s.ns), WithObserver(func(ev Event) {
+			late := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithObserver(func(ev Event) {
 				if ev.Type == EventLost {
 					lostAt.CompareAndSwap(0, time.Now().UnixNano())
 				}
 			}))
 			late.queueTTL = entry
-			others := s.engine()
+			others := engine(s)
 			others.queueTTL = entry
 			name := fmt.Sprintf("lc%d", try)
 			holder, err := others.TryLock(ctx, name, LockOptions{TTL: time.Minute})
@@ -633,8 +633,8 @@ func TestLateConfirmationIsALoss(t *testing.T) {
 				}
 				first <- l
 			}()
-			s.waitQueued(t, s.ns+"lock:{"+name+"}:queue", 1)
-			s.waitSubscribed(t, late)
+			waitQueued(s, t, s.NS+"lock:{"+name+"}:queue", 1)
+			waitSubscribed(s, t, late)
 			second := make(chan *Lock, 1)
 			go func() {
 				l, err := others.Lock(ctx, name, LockOptions{TTL: time.Minute, Wait: time.Minute})
@@ -643,7 +643,7 @@ func TestLateConfirmationIsALoss(t *testing.T) {
 				}
 				second <- l
 			}()
-			s.waitQueued(t, s.ns+"lock:{"+name+"}:queue", 2)
+			waitQueued(s, t, s.NS+"lock:{"+name+"}:queue", 2)
 			if err := holder.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -696,16 +696,16 @@ func TestLateConfirmationIsALoss(t *testing.T) {
 // A release skips the entries that lapsed in front of the first live
 // waiter, and wakes that one.
 func TestReleaseSkipsLapsedEntries(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		s.realtime(t)
-		ctx, e := ctxT(t), s.engine()
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
 		e.queueTTL = slowExtensions
 		holder, err := e.TryLock(ctx, "sk", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.rawWaiter(t, "sk", "dead", "nobody", testQueueTTL)
+		rawWaiter(s, t, "sk", "dead", "nobody", testQueueTTL)
 		got := make(chan *Lock, 1)
 		go func() {
 			l, err := e.Lock(ctx, "sk", LockOptions{TTL: time.Minute, Wait: time.Minute})
@@ -714,12 +714,12 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 			}
 			got <- l
 		}()
-		s.waitQueued(t, s.ns+"lock:{sk}:queue", 2)
+		waitQueued(s, t, s.NS+"lock:{sk}:queue", 2)
 		// The dead entry lapses in real time (miniredis follows the wall
 		// clock here, and its ticker would undo a jump of its clock).
-		for deadline := time.Now().Add(5 * time.Second); s.liveWaiters(t, "lock:{sk}:waiters") != 1; time.Sleep(5 * time.Millisecond) {
+		for deadline := time.Now().Add(5 * time.Second); liveWaiters(s, t, "lock:{sk}:waiters") != 1; time.Sleep(5 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("%d live entries 5s after the dead one's %v lifetime began, want only the live waiter's", s.liveWaiters(t, "lock:{sk}:waiters"), testQueueTTL)
+				t.Fatalf("%d live entries 5s after the dead one's %v lifetime began, want only the live waiter's", liveWaiters(s, t, "lock:{sk}:waiters"), testQueueTTL)
 			}
 		}
 		start := time.Now()
@@ -728,7 +728,7 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 		}
 		select {
 		case l := <-got:
-			t.Logf("%s: the live waiter behind a lapsed entry was woken %v after the release", s.name, time.Since(start))
+			t.Logf("%s: the live waiter behind a lapsed entry was woken %v after the release", s.Name, time.Since(start))
 			l.Unlock(ctx)
 		case <-time.After(5 * time.Second):
 			t.Fatalf("the live waiter behind a lapsed entry was not woken within 5s of the release (extensions every %v)", e.queueTTL/3)
@@ -741,26 +741,26 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 // the entries before, so that a late wake-up for an old entry can never
 // match a new one.
 func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
-		ctx, e := ctxT(t), s.engine()
+		ctx, e := ctxT(t), engine(s)
 		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
 		const entry = 100 * time.Millisecond
-		queue, waiters := s.ns+"lock:{gen}:queue", s.ns+"lock:{gen}:waiters"
+		queue, waiters := s.NS+"lock:{gen}:queue", s.NS+"lock:{gen}:waiters"
 		arrival := func(token string) int64 {
 			t.Helper()
-			s.rawWaiter(t, "gen", token, "x", entry)
-			v, err := redis.Int64(s.do("ZSCORE", queue, token))
+			rawWaiter(s, t, "gen", token, "x", entry)
+			v, err := redis.Int64(s.Do("ZSCORE", queue, token))
 			if err != nil {
 				t.Fatalf("ZSCORE %s: %v", token, err)
 			}
 			return v
 		}
 		old := arrival("old")
-		s.advance(3 * entry) // the keys live two entry lifetimes
-		if n, _ := redis.Int(s.do("EXISTS", queue, waiters)); n != 0 {
+		s.Advance(3 * entry) // the keys live two entry lifetimes
+		if n, _ := redis.Int(s.Do("EXISTS", queue, waiters)); n != 0 {
 			t.Fatalf("%d of the queue's keys still there three entry lifetimes after its only entry", n)
 		}
 		if next := arrival("new"); next <= old {
@@ -774,14 +774,14 @@ func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
 // grant. The waiter looks again, and returns with what the release hands
 // its present entry.
 func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
-		pool := &countingGets{Pool: s.pool}
-		w := New(pool, WithNamespace(s.ns))
+		pool := &countingGets{Pool: s.Pool}
+		w := New(pool, WithNamespace(s.NS))
 		w.queueTTL = slowExtensions
 		t.Cleanup(func() { w.Close(context.Background()) })
-		holder, err := s.engine().TryLock(ctx, "early", LockOptions{TTL: time.Minute})
+		holder, err := engine(s).TryLock(ctx, "early", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -793,10 +793,10 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 			}
 			got <- l
 		}()
-		queue := s.ns + "lock:{early}:queue"
-		s.waitQueued(t, queue, 1)
-		s.waitSubscribed(t, w)
-		v, err := redis.Strings(s.do("ZRANGE", queue, 0, 0, "WITHSCORES"))
+		queue := s.NS + "lock:{early}:queue"
+		waitQueued(s, t, queue, 1)
+		waitSubscribed(s, t, w)
+		v, err := redis.Strings(s.Do("ZRANGE", queue, 0, 0, "WITHSCORES"))
 		if err != nil || len(v) != 2 {
 			t.Fatalf("the queue: %q, %v", v, err)
 		}
@@ -804,7 +804,7 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 		arrival, _ := strconv.ParseInt(v[1], 10, 64)
 		stale := holder.Fence() - 1 // what a release once handed the earlier entry
 		before := pool.n.Load()
-		s.must(t, "PUBLISH", w.wake.channel, fmt.Sprintf("%s %d %d", token, stale, arrival-1))
+		s.Must(t, "PUBLISH", w.wake.channel, fmt.Sprintf("%s %d %d", token, stale, arrival-1))
 		// The waiter either looks again (it takes a connection) or, wrongly,
 		// returns.
 		var early *Lock
@@ -839,14 +839,14 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 // a waiter, which learns of the release when it extends.
 func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 	testserver.Parallel(t) // gives a subscription time to show on purpose
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
-		pool := &redis.Pool{MaxActive: 1, MaxIdle: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", serverAddr(s)) }}
+		pool := &redis.Pool{MaxActive: 1, MaxIdle: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Addr) }}
 		t.Cleanup(func() { pool.Close() })
-		e := New(pool, WithNamespace(s.ns))
+		e := New(pool, WithNamespace(s.NS))
 		t.Cleanup(func() { e.Close(context.Background()) })
-		holder, err := s.engine().TryLock(ctx, "one", LockOptions{TTL: time.Minute})
+		holder, err := engine(s).TryLock(ctx, "one", LockOptions{TTL: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -858,17 +858,17 @@ func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 			}
 			got <- err
 		}()
-		s.waitQueued(t, s.ns+"lock:{one}:queue", 1)
+		waitQueued(s, t, s.NS+"lock:{one}:queue", 1)
 		// A subscription, were one started, has the time to take the
 		// connection.
-		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && s.subscribers(t, e) == 0; {
+		for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end) && subscribers(s, t, e) == 0; {
 			time.Sleep(5 * time.Millisecond)
 		}
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		l, err := e.TryLock(cctx, "two", LockOptions{TTL: time.Minute})
 		if err != nil {
-			t.Errorf("a call beside a waiter on a pool of one connection: %v (%d subscribed to the engine's wake channel)", err, s.subscribers(t, e))
+			t.Errorf("a call beside a waiter on a pool of one connection: %v (%d subscribed to the engine's wake channel)", err, subscribers(s, t, e))
 		} else if err := l.Unlock(ctx); err != nil {
 			t.Error(err)
 		}
@@ -885,12 +885,12 @@ func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 // waiter of an engine whose last waiter left long ago is still woken by
 // the release, long before its next extension.
 func TestSubscriptionComesBackAfterIdling(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
-		w := s.engine()
+		w := engine(s)
 		w.queueTTL, w.subIdle = slowExtensions, 50*time.Millisecond
-		holders := s.engine()
+		holders := engine(s)
 		for round := 1; round <= 2; round++ {
 			held, err := holders.TryLock(ctx, "idle", LockOptions{TTL: time.Minute})
 			if err != nil {
@@ -904,7 +904,7 @@ func TestSubscriptionComesBackAfterIdling(t *testing.T) {
 				}
 				got <- err
 			}()
-			s.waitQueued(t, s.ns+"lock:{idle}:queue", 1)
+			waitQueued(s, t, s.NS+"lock:{idle}:queue", 1)
 			if err := held.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
@@ -912,7 +912,7 @@ func TestSubscriptionComesBackAfterIdling(t *testing.T) {
 				t.Fatalf("round %d: the waiter, its extensions %v apart: %v", round, w.queueTTL/3, err)
 			}
 			// The subscription idles out.
-			for deadline := time.Now().Add(5 * time.Second); s.subscribers(t, w) != 0; time.Sleep(5 * time.Millisecond) {
+			for deadline := time.Now().Add(5 * time.Second); subscribers(s, t, w) != 0; time.Sleep(5 * time.Millisecond) {
 				if time.Now().After(deadline) {
 					t.Fatalf("round %d: the wake subscription still up 5s after the last waiter left (idle %v)", round, w.subIdle)
 				}

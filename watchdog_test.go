@@ -7,17 +7,19 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 // Unlock stops the watchdog itself, before it returns: the goroutine is
 // gone at once (not at its next wake-up, when an extension would find the lock
 // gone) and no extension is sent afterwards.
 func TestUnlockStopsWatchdog(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		s.realtime(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
 		ctx := ctxT(t)
-		pool := &countingPool{Pool: s.pool}
-		e := New(pool, WithNamespace(s.ns))
+		pool := &countingPool{Pool: s.Pool}
+		e := New(pool, WithNamespace(s.NS))
 		waitWatchdogs(t, 0)
 		if t.Failed() {
 			t.Fatal("another test left a watchdog running")
@@ -61,7 +63,7 @@ func TestUnlockStopsWatchdog(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		s.advance(250 * time.Millisecond)
+		s.Advance(250 * time.Millisecond)
 		if held, err := next.Held(ctx); held || err != nil {
 			t.Errorf("the next holder's 200ms lease after 250ms: Held = %v, %v", held, err)
 		}
@@ -74,8 +76,8 @@ func TestUnlockStopsWatchdog(t *testing.T) {
 // clock, so the guarded work stops before the next holder can start.
 // Permits likewise.
 func TestContextEndsATenthBeforeTheLease(t *testing.T) {
-	servers(t, func(t *testing.T, s *server) {
-		ctx, e := ctxT(t), s.engine()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
 		check := func(what string, lease time.Duration, before, after time.Time, c context.Context) {
 			t.Helper()
 			dl, ok := c.Deadline()

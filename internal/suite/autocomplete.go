@@ -2,22 +2,24 @@ package suite
 
 import (
 	"maps"
+	"slices"
 	"testing"
 
 	"github.com/atomicredis/atomicredis"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
-func recentList(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine(atomicredis.WithRecentCapacity(4))
+func recentList(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s, atomicredis.WithRecentCapacity(4))
 	for _, item := range []string{"alice", "Bob", "ALBERT", "carol", "alice", "ålborg", "Alfred"} {
 		if err := e.AddRecent(ctx, "u1", item); err != nil {
 			t.Fatal(err)
 		}
 	}
 	// Newest first, deduplicated, 4 kept: Alfred ålborg alice carol.
-	got, err := redis.Strings(s.do("LRANGE", s.ns+"recent:{u1}", 0, -1))
-	if want := []string{"Alfred", "ålborg", "alice", "carol"}; err != nil || !sameStrings(got, want) {
+	got, err := redis.Strings(s.Do("LRANGE", s.NS+"recent:{u1}", 0, -1))
+	if want := []string{"Alfred", "ålborg", "alice", "carol"}; err != nil || !slices.Equal(got, want) {
 		t.Errorf("list %q, %v; want %q", got, err, want)
 	}
 	for _, c := range []struct {
@@ -39,7 +41,7 @@ func recentList(t *testing.T, s *server) {
 		{"alfred", 10, []string{"Alfred"}},
 	} {
 		got, err := e.SuggestRecent(ctx, "u1", c.prefix, c.limit)
-		if err != nil || !sameStrings(got, c.want) {
+		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("SuggestRecent(%q, %d) = %q, %v; want %q", c.prefix, c.limit, got, err, c.want)
 		}
 	}
@@ -49,13 +51,13 @@ func recentList(t *testing.T, s *server) {
 	if err := e.RemoveRecent(ctx, "u1", "nobody"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.SuggestRecent(ctx, "u1", "a", 10); err != nil || !sameStrings(got, []string{"Alfred", "carol"}) {
+	if got, err := e.SuggestRecent(ctx, "u1", "a", 10); err != nil || !slices.Equal(got, []string{"Alfred", "carol"}) {
 		t.Errorf("after RemoveRecent: %q, %v", got, err)
 	}
 	if err := e.AddRecent(ctx, "u1", "carol"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.SuggestRecent(ctx, "u1", "", 10); err != nil || !sameStrings(got, []string{"carol", "Alfred", "ålborg"}) {
+	if got, err := e.SuggestRecent(ctx, "u1", "", 10); err != nil || !slices.Equal(got, []string{"carol", "Alfred", "ålborg"}) {
 		t.Errorf("after carol again: %q, %v; want carol moved to the front", got, err)
 	}
 	if got, err := e.SuggestRecent(ctx, "nobody", "a", 10); err != nil || len(got) != 0 {
@@ -65,14 +67,14 @@ func recentList(t *testing.T, s *server) {
 
 // Members of awkward bytes (the book's markers break on '{' and '`'):
 // exact prefix matches, in byte order.
-func suggestExact(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func suggestExact(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	members := []string{"", "a", "ab", "abb{", "abc", "abc{", "abd", "ab\xff", "ab\xff\xff", "ac", "b", "\xff", "\xff\xff",
 		"{", "`", "\x00", "a\x00", "é", "éa", "z{", "a b", "a\r\n"}
 	if err := e.AddMembers(ctx, "g", members...); err != nil {
 		t.Fatal(err)
 	}
-	before := s.snapshot(t)
+	before := s.Snapshot(t)
 	for _, c := range []struct {
 		prefix string
 		limit  int
@@ -93,17 +95,17 @@ func suggestExact(t *testing.T, s *server) {
 		{"zz", 100, nil},
 	} {
 		got, err := e.Suggest(ctx, "g", c.prefix, c.limit)
-		if err != nil || !sameStrings(got, c.want) {
+		if err != nil || !slices.Equal(got, c.want) {
 			t.Errorf("Suggest(%q, %d) = %q, %v; want %q", c.prefix, c.limit, got, err, c.want)
 		}
 	}
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("queries changed the set")
 	}
 	if err := e.RemoveMembers(ctx, "g", "abc", "nope"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.Suggest(ctx, "g", "abc", 10); err != nil || !sameStrings(got, []string{"abc{"}) {
+	if got, err := e.Suggest(ctx, "g", "abc", 10); err != nil || !slices.Equal(got, []string{"abc{"}) {
 		t.Errorf("after RemoveMembers: %q, %v", got, err)
 	}
 	if err := e.AddMembers(ctx, "g"); err != nil {
@@ -117,8 +119,8 @@ func suggestExact(t *testing.T, s *server) {
 	}
 }
 
-func activity(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func activity(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	far := int64(atomicredis.MaxActiveID >> 12) // 2^51 - 1: bit 511 of shard 268,451,841 (8,388,096 ids a shard)
 	marks := map[string][]int64{
 		"2026-11-19": {1, 5, 9},
@@ -166,9 +168,9 @@ func activity(t *testing.T, s *server) {
 	var want []string
 	for _, k := range []string{"bitindex:{daily}:", "bitindex:{daily}:2026-11-19", "bitindex:{daily}:2026-11-20", "bitindex:{daily}:a{b}:c",
 		"bits:{daily:0}:", "bits:{daily:0}:2026-11-19", "bits:{daily:0}:2026-11-20", "bits:{daily:0}:a{b}:c", "bits:{daily:268451841}:2026-11-20"} {
-		want = append(want, s.ns+k)
+		want = append(want, s.NS+k)
 	}
-	if got := s.keys(t); !sameStrings(got, want) {
+	if got := s.Keys(t); !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
 	}
 }
@@ -177,14 +179,14 @@ func activity(t *testing.T, s *server) {
 // error carrying the server's reply, and nothing changed. (The engine has
 // indexed the shard already: a first mark writes the index before the
 // shard, and a shard that then fails leaves the index naming it.)
-func activityWrongType(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func activityWrongType(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	for _, p := range []string{"a", "p"} {
 		if err := e.MarkActive(ctx, "w", p, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
-	shard, index := s.ns+"bits:{w:0}:p", s.ns+"bitindex:{w}:p"
+	shard, index := s.NS+"bits:{w:0}:p", s.NS+"bitindex:{w}:p"
 	dense := make([]int64, 300) // goes as one run of bytes OR-ed in
 	for i := range dense {
 		dense[i] = int64(i)
@@ -200,17 +202,17 @@ func activityWrongType(t *testing.T, s *server) {
 		{"CountActive, the shard a list", shard, func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
 		{"CountActive, a later period's shard a list", shard, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
 		{"CountActiveAll, a later period's shard a list", shard, func() error { _, err := e.CountActiveAll(ctx, "w", "a", "p"); return err }},
-		{"MarkActive by a new engine, the index a list", index, func() error { return s.engine().MarkActive(ctx, "w", "p", 1<<23) }},
+		{"MarkActive by a new engine, the index a list", index, func() error { return engine(s).MarkActive(ctx, "w", "p", 1<<23) }},
 		{"CountActive, the index a list", index, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
 	} {
-		s.must(t, "DEL", c.key)
-		s.must(t, "RPUSH", c.key, "x", "y\xff")
+		s.Must(t, "DEL", c.key)
+		s.Must(t, "RPUSH", c.key, "x", "y\xff")
 		wantWrongType(t, s, c.name, c.run)
-		s.must(t, "DEL", c.key)
+		s.Must(t, "DEL", c.key)
 		if c.key == shard {
-			s.must(t, "SETBIT", shard, 3, 1)
+			s.Must(t, "SETBIT", shard, 3, 1)
 		} else {
-			s.must(t, "ZADD", index, 0, 0)
+			s.Must(t, "ZADD", index, 0, 0)
 		}
 	}
 }

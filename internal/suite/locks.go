@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,8 +18,8 @@ import (
 
 type lockOpts = atomicredis.LockOptions
 
-func lockAcquireRelease(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func lockAcquireRelease(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	l, err := e.TryLock(ctx, "orders", lockOpts{TTL: 5 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +27,7 @@ func lockAcquireRelease(t *testing.T, s *server) {
 	if len(l.Token()) != 36 || l.Fence() < 1 {
 		t.Errorf("token %q fence %d, want a uuid and a positive fence", l.Token(), l.Fence())
 	}
-	if got := s.keys(t); !sameStrings(got, []string{s.ns + "lock:{orders}", s.ns + "lock:{orders}:fence"}) {
+	if got := s.Keys(t); !slices.Equal(got, []string{s.NS + "lock:{orders}", s.NS + "lock:{orders}:fence"}) {
 		t.Errorf("keys %q, want the lock and its fence", got)
 	}
 	if locked, err := e.IsLocked(ctx, "orders"); err != nil || !locked {
@@ -59,7 +60,7 @@ func lockAcquireRelease(t *testing.T, s *server) {
 	if held, err := l.Held(ctx); err != nil || held {
 		t.Errorf("Held after Unlock = %v, %v", held, err)
 	}
-	if got := s.keys(t); !sameStrings(got, []string{s.ns + "lock:{orders}:fence"}) {
+	if got := s.Keys(t); !slices.Equal(got, []string{s.NS + "lock:{orders}:fence"}) {
 		t.Errorf("keys after Unlock %q, want only the fence", got)
 	}
 	if _, err := l.TTL(ctx); !errors.Is(err, atomicredis.ErrNotHeld) {
@@ -76,13 +77,13 @@ func lockAcquireRelease(t *testing.T, s *server) {
 
 // A holder whose lease ran out, and whose lock another took, must not be
 // able to touch the new holder's lock.
-func lockStaleHolder(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func lockStaleHolder(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	stale, err := e.TryLock(ctx, "job", lockOpts{TTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.advance(80 * time.Millisecond)
+	s.Advance(80 * time.Millisecond)
 	fresh, err := e.TryLock(ctx, "job", lockOpts{TTL: time.Minute})
 	if err != nil {
 		t.Fatalf("lock not free after its lease: %v", err)
@@ -105,7 +106,7 @@ func lockStaleHolder(t *testing.T, s *server) {
 	if held, err := fresh.Held(ctx); !held || err != nil {
 		t.Errorf("the new holder's Held = %v, %v after the stale holder's calls", held, err)
 	}
-	if v, err := testserver.LockHolder(s.do("GET", s.ns+"lock:{job}")); v != fresh.Token() {
+	if v, err := testserver.LockHolder(s.Do("GET", s.NS+"lock:{job}")); v != fresh.Token() {
 		t.Errorf("lock holds token %q (%v), want the new holder's", v, err)
 	}
 	if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second || ttl > time.Minute {
@@ -113,9 +114,9 @@ func lockStaleHolder(t *testing.T, s *server) {
 	}
 }
 
-func lockFenceGrowsAcrossEngines(t *testing.T, s *server) {
+func lockFenceGrowsAcrossEngines(t *testing.T, s *testserver.Server) {
 	ctx := ctxT(t)
-	engines := []*atomicredis.Engine{s.engine(), s.engine(), s.engine()}
+	engines := []*atomicredis.Engine{engine(s), engine(s), engine(s)}
 	last := int64(0)
 	for i := 0; i < 30; i++ {
 		l, err := engines[i%3].TryLock(ctx, "f", lockOpts{})
@@ -132,8 +133,8 @@ func lockFenceGrowsAcrossEngines(t *testing.T, s *server) {
 	}
 }
 
-func lockWaitsForRelease(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func lockWaitsForRelease(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	a, err := e.TryLock(ctx, "w", lockOpts{TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -161,8 +162,8 @@ func lockWaitsForRelease(t *testing.T, s *server) {
 	}
 }
 
-func lockWaitRunsOut(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func lockWaitRunsOut(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	if _, err := e.TryLock(ctx, "busy", lockOpts{TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +180,12 @@ func lockWaitRunsOut(t *testing.T, s *server) {
 	}
 }
 
-func lockContext(t *testing.T, s *server) {
-	setup := s.engine()
+func lockContext(t *testing.T, s *testserver.Server) {
+	setup := engine(s)
 	if _, err := setup.TryLock(ctxT(t), "c", lockOpts{TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	e := s.engine()
+	e := engine(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	time.AfterFunc(30*time.Millisecond, cancel)
 	if _, err := e.Lock(ctx, "c", lockOpts{Wait: time.Minute}); !errors.Is(err, context.Canceled) {
@@ -197,22 +198,22 @@ func lockContext(t *testing.T, s *server) {
 	}
 	settle(t, e)
 
-	e = s.engine()
-	before := s.snapshot(t)
+	e = engine(s)
+	before := s.Snapshot(t)
 	done, cancel2 := context.WithCancel(context.Background())
 	cancel2()
 	if _, err := e.TryLock(done, "other", lockOpts{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("TryLock on a done ctx: %v", err)
 	}
 	settle(t, e)
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("a done ctx wrote: %q -> %q", before, after)
 	}
 
 	// Acquisitions cut off mid-flight (deadlines of 0 to 390 µs) may have
 	// run on the server; none may leave the lock held by a caller that was
 	// told it failed.
-	e = s.engine()
+	e = engine(s)
 	cut := 0
 	for i := 0; i < 200; i++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Duration(i%40)*10*time.Microsecond)
@@ -228,9 +229,9 @@ func lockContext(t *testing.T, s *server) {
 	}
 	t.Logf("%d of 200 acquisitions cut off by their context", cut)
 	settle(t, e)
-	if locked, err := s.engine().IsLocked(context.Background(), "cut"); err != nil || locked {
-		holder, _ := testserver.LockHolder(s.do("GET", s.ns+"lock:{cut}"))
-		voids, _ := s.ts.KeysMatching(s.ns + "lock:{cut}:void:*")
+	if locked, err := engine(s).IsLocked(context.Background(), "cut"); err != nil || locked {
+		holder, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{cut}"))
+		voids, _ := s.KeysMatching(s.NS + "lock:{cut}:void:*")
 		t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, holder, len(voids), voids[:min(3, len(voids))])
 	}
 }
@@ -249,9 +250,9 @@ func settle(t testing.TB, e *atomicredis.Engine) {
 
 // The watchdog keeps a lock past several leases, and nothing extends it
 // after Unlock: a new holder's lease is left alone.
-func watchdogKeepsLock(t *testing.T, s *server) {
-	s.realtime(t)
-	ctx, e := ctxT(t), s.engine()
+func watchdogKeepsLock(t *testing.T, s *testserver.Server) {
+	s.Realtime(t)
+	ctx, e := ctxT(t), engine(s)
 	l, err := e.TryLock(ctx, "wd", lockOpts{TTL: 300 * time.Millisecond, Watchdog: true})
 	if err != nil {
 		t.Fatal(err)
@@ -281,7 +282,7 @@ func watchdogKeepsLock(t *testing.T, s *server) {
 // 16 goroutines, each with its own Engine, take and give back one lock
 // 200 times each (50 with -short): never two inside at once, every fence
 // distinct.
-func lockMutualExclusion(t *testing.T, s *server) {
+func lockMutualExclusion(t *testing.T, s *testserver.Server) {
 	ctx := ctxT(t)
 	const workers = 16
 	cycles := 200
@@ -292,7 +293,7 @@ func lockMutualExclusion(t *testing.T, s *server) {
 	var fences sync.Map
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		e := s.engine()
+		e := engine(s)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

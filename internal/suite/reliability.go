@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/atomicredis/atomicredis"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -190,8 +192,8 @@ type semFunc = func(context.Context, string, semOpts) (*atomicredis.Permit, erro
 
 // Every invalid argument is ErrInvalid, with the package's prefix, and
 // writes nothing.
-func badInputWritesNothing(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func badInputWritesNothing(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	held, err := e.TryLock(ctx, "held", lockOpts{})
 	if err != nil {
 		t.Fatal(err)
@@ -200,7 +202,7 @@ func badInputWritesNothing(t *testing.T, s *server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := s.snapshot(t)
+	before := s.Snapshot(t)
 	for _, c := range invalidCalls(held, permit) {
 		err := c.run(ctx, e)
 		if !errors.Is(err, atomicredis.ErrInvalid) {
@@ -209,11 +211,11 @@ func badInputWritesNothing(t *testing.T, s *server) {
 			t.Errorf("%s: error %q lacks the package prefix", c.name, err)
 		}
 	}
-	bad := atomicredis.New(s.pool, atomicredis.WithNamespace(s.ns+"{"))
+	bad := atomicredis.New(s.Engines, atomicredis.WithNamespace(s.NS+"{"))
 	if err := tryLock("x", lockOpts{})(ctx, bad); !errors.Is(err, atomicredis.ErrInvalid) {
 		t.Errorf("TryLock on an engine with a braced namespace: %v, want ErrInvalid", err)
 	}
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("bad input changed keys:\n%q\n->\n%q", before, after)
 	}
 }
@@ -221,8 +223,8 @@ func badInputWritesNothing(t *testing.T, s *server) {
 // A key of the wrong type at an object's name, or at one of its other
 // keys: an error that carries the server's reply (a redis.Error, so it
 // tells a failed script from a broken connection), and the keys untouched.
-func wrongType(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func wrongType(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	for _, c := range []struct {
 		name string
 		key  string // <ns><kind>:{<name>}..., the object's key layout
@@ -249,27 +251,27 @@ func wrongType(t *testing.T, s *server) {
 		{"Suggest on a list", "members:{w}", func() error { _, err := e.Suggest(ctx, "w", "x", 1); return err }},
 		{"RemoveMembers on a list", "members:{w}", func() error { return e.RemoveMembers(ctx, "w", "x") }},
 	} {
-		key := s.ns + c.key
-		s.must(t, "DEL", key)
+		key := s.NS + c.key
+		s.Must(t, "DEL", key)
 		switch {
 		case strings.Contains(c.name, "on a set"):
-			s.must(t, "SADD", key, "x")
+			s.Must(t, "SADD", key, "x")
 		case strings.Contains(c.name, "on a zset"):
-			s.must(t, "ZADD", key, 1, "x")
+			s.Must(t, "ZADD", key, 1, "x")
 		default:
-			s.must(t, "RPUSH", key, "x", "y\xff")
+			s.Must(t, "RPUSH", key, "x", "y\xff")
 		}
 		wantWrongType(t, s, c.name, c.run)
-		s.must(t, "DEL", key)
+		s.Must(t, "DEL", key)
 	}
 
 	// A fence key holding text, not a counter, is refused before the lock
 	// is taken.
-	s.must(t, "SET", s.ns+"lock:{g}:fence", "abc")
+	s.Must(t, "SET", s.NS+"lock:{g}:fence", "abc")
 	if err := tryLock("g", lockOpts{})(ctx, e); err == nil {
 		t.Error("TryLock with a corrupt fence: no error")
 	}
-	if ks := s.keys(t); !sameStrings(ks, []string{s.ns + "lock:{g}:fence"}) {
+	if ks := s.Keys(t); !slices.Equal(ks, []string{s.NS + "lock:{g}:fence"}) {
 		t.Errorf("keys after a refused TryLock: %q", ks)
 	}
 
@@ -279,24 +281,24 @@ func wrongType(t *testing.T, s *server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.must(t, "DEL", s.ns+"sem:{pw}:owner")
-	s.must(t, "RPUSH", s.ns+"sem:{pw}:owner", "x")
-	before := s.snapshot(t)
+	s.Must(t, "DEL", s.NS+"sem:{pw}:owner")
+	s.Must(t, "RPUSH", s.NS+"sem:{pw}:owner", "x")
+	before := s.Snapshot(t)
 	for name, err := range map[string]error{"Release": p.Release(ctx), "Extend": p.Extend(ctx, 0)} {
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Errorf("Permit.%s with a list owner set: %v", name, err)
 		}
 	}
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("changed keys: %q -> %q", before, after)
 	}
 }
 
 // wantWrongType runs a call that meets a key of the wrong type: it must
 // return the server's WRONGTYPE reply as a redis.Error and change nothing.
-func wantWrongType(t *testing.T, s *server, name string, run func() error) {
+func wantWrongType(t *testing.T, s *testserver.Server, name string, run func() error) {
 	t.Helper()
-	before := s.snapshot(t)
+	before := s.Snapshot(t)
 	err := run()
 	var reply redis.Error
 	if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
@@ -304,15 +306,15 @@ func wantWrongType(t *testing.T, s *server, name string, run func() error) {
 	} else if !errors.As(err, &reply) {
 		t.Errorf("%s: %v (%T) does not wrap the server's reply as a redis.Error", name, err, errors.Unwrap(err))
 	}
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("%s changed keys: %q -> %q", name, before, after)
 	}
 }
 
 // After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT, which must come
 // back as the redis.Error redigo's Script looks for to resend with EVAL.
-func scriptFlush(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func scriptFlush(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	l, err := e.TryLock(ctx, "sf", lockOpts{})
 	if err != nil {
 		t.Fatal(err)
@@ -320,16 +322,16 @@ func scriptFlush(t *testing.T, s *server) {
 	if err := e.AddMembers(ctx, "sf", "abc", "abd"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.broadcast("SCRIPT", "FLUSH"); err != nil {
+	if err := s.Broadcast("SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.Unlock(ctx); err != nil {
 		t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
 	}
-	if err := s.broadcast("SCRIPT", "FLUSH"); err != nil {
+	if err := s.Broadcast("SCRIPT", "FLUSH"); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := e.Suggest(ctx, "sf", "ab", 10); err != nil || !sameStrings(got, []string{"abc", "abd"}) {
+	if got, err := e.Suggest(ctx, "sf", "ab", 10); err != nil || !slices.Equal(got, []string{"abc", "abd"}) {
 		t.Errorf("Suggest after SCRIPT FLUSH = %q, %v", got, err)
 	}
 	if locked, err := e.IsLocked(ctx, "sf"); err != nil || locked {

@@ -11,13 +11,14 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
 )
 
 type semOpts = atomicredis.SemaphoreOptions
 
-func semaphoreLimit(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func semaphoreLimit(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	o := semOpts{Limit: 2, TTL: time.Minute}
 	a, err := e.TryAcquireSemaphore(ctx, "pool", o)
 	if err != nil {
@@ -30,18 +31,18 @@ func semaphoreLimit(t *testing.T, s *server) {
 	if a.Fence() >= b.Fence() || a.Token() == b.Token() || len(a.Token()) != 36 {
 		t.Errorf("fences %d %d tokens %q %q", a.Fence(), b.Fence(), a.Token(), b.Token())
 	}
-	before := s.snapshot(t)
+	before := s.Snapshot(t)
 	if _, err := e.TryAcquireSemaphore(ctx, "pool", o); !errors.Is(err, atomicredis.ErrNotAcquired) {
 		t.Fatalf("third permit of 2: %v", err)
 	}
-	if after := s.snapshot(t); !maps.Equal(before, after) {
+	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("a refused attempt wrote: %q -> %q", before, after)
 	}
 	if n, err := e.SemaphoreHolders(ctx, "pool"); n != 2 || err != nil {
 		t.Errorf("holders %d, %v; want 2", n, err)
 	}
-	want := []string{s.ns + "sem:{pool}", s.ns + "sem:{pool}:counter", s.ns + "sem:{pool}:limit", s.ns + "sem:{pool}:owner"}
-	if got := s.keys(t); !sameStrings(got, want) {
+	want := []string{s.NS + "sem:{pool}", s.NS + "sem:{pool}:counter", s.NS + "sem:{pool}:limit", s.NS + "sem:{pool}:owner"}
+	if got := s.Keys(t); !slices.Equal(got, want) {
 		t.Errorf("keys %q, want %q", got, want)
 	}
 	if err := a.Release(ctx); err != nil {
@@ -70,13 +71,13 @@ func semaphoreLimit(t *testing.T, s *server) {
 	}
 }
 
-func semaphoreTimeout(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func semaphoreTimeout(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	p, err := e.TryAcquireSemaphore(ctx, "to", semOpts{Limit: 1, TTL: 50 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	s.advance(80 * time.Millisecond)
+	s.Advance(80 * time.Millisecond)
 	if err := p.Extend(ctx, 0); !errors.Is(err, atomicredis.ErrNotHeld) {
 		t.Errorf("Extend after the TTL: %v", err)
 	}
@@ -84,8 +85,8 @@ func semaphoreTimeout(t *testing.T, s *server) {
 	if n, err := e.SemaphoreHolders(ctx, "to"); n != 0 || err != nil {
 		t.Errorf("holders %d, %v after a failed Extend", n, err)
 	}
-	for _, k := range []string{s.ns + "sem:{to}", s.ns + "sem:{to}:owner"} {
-		if v, err := s.do("ZSCORE", k, p.Token()); v != nil || err != nil {
+	for _, k := range []string{s.NS + "sem:{to}", s.NS + "sem:{to}:owner"} {
+		if v, err := s.Do("ZSCORE", k, p.Token()); v != nil || err != nil {
 			t.Errorf("%s still scores the timed-out permit: %v %v", k, v, err)
 		}
 	}
@@ -97,14 +98,14 @@ func semaphoreTimeout(t *testing.T, s *server) {
 	}
 }
 
-func semaphoreExtendKeepsPermit(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func semaphoreExtendKeepsPermit(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	p, err := e.TryAcquireSemaphore(ctx, "rf", semOpts{Limit: 1, TTL: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for i := 0; i < 10; i++ { // 600ms: six TTLs
-		s.advance(60 * time.Millisecond)
+		s.Advance(60 * time.Millisecond)
 		if err := p.Extend(ctx, 0); err != nil {
 			t.Fatalf("Extend %d: %v", i, err)
 		}
@@ -120,8 +121,8 @@ func semaphoreExtendKeepsPermit(t *testing.T, s *server) {
 	}
 }
 
-func semaphoreWait(t *testing.T, s *server) {
-	ctx, e := ctxT(t), s.engine()
+func semaphoreWait(t *testing.T, s *testserver.Server) {
+	ctx, e := ctxT(t), engine(s)
 	a, err := e.TryAcquireSemaphore(ctx, "wt", semOpts{Limit: 1, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -161,20 +162,20 @@ func semaphoreWait(t *testing.T, s *server) {
 // 32 clients, limit 3: never more than 3 inside, every fence distinct,
 // and each holder's permit among the live ones in the owner set, ranked
 // by its fence.
-func semaphoreAdmission(t *testing.T, s *server) {
+func semaphoreAdmission(t *testing.T, s *testserver.Server) {
 	ctx := ctxT(t)
 	const limit, workers = 3, 32
 	rounds := 100
 	if testing.Short() {
 		rounds = 25
-	} else if s.mini != nil {
+	} else if s.Mini != nil {
 		rounds = 50 // miniredis's Lua under -race on 2 cores: keep it well inside ctxT's minute
 	}
 	var inside, over, granted, maxInside atomic.Int64
 	var fences sync.Map
 	var wg sync.WaitGroup
 	for w := 0; w < workers; w++ {
-		e := s.engine()
+		e := engine(s)
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -198,9 +199,9 @@ func semaphoreAdmission(t *testing.T, s *server) {
 					// The owner set ranks each live permit by its fence. (No
 					// WITHSCORES or ZSCORE: go-redis on RESP3 gives scores as
 					// floats, which the adapter refuses to pass as redigo's.)
-					key := s.ns + "sem:{adm}:owner"
-					n, err := redis.Int(s.do("ZCARD", key))
-					ranked, err2 := redis.Strings(s.do("ZRANGEBYSCORE", key, p.Fence(), p.Fence()))
+					key := s.NS + "sem:{adm}:owner"
+					n, err := redis.Int(s.Do("ZCARD", key))
+					ranked, err2 := redis.Strings(s.Do("ZRANGEBYSCORE", key, p.Fence(), p.Fence()))
 					if err != nil || err2 != nil || n > limit || !slices.Contains(ranked, p.Token()) {
 						t.Errorf("owner set of %d (%v), %q at score %d (%v), while holding fence %d as %s", n, err, ranked, p.Fence(), err2, p.Fence(), p.Token())
 					}

@@ -12,7 +12,6 @@ package suite
 
 import (
 	"context"
-	"slices"
 	"testing"
 	"time"
 
@@ -54,7 +53,7 @@ func Namespace() string { return testserver.Namespace() }
 func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	for _, c := range []struct {
 		name string
-		run  func(t *testing.T, s *server)
+		run  func(t *testing.T, s *testserver.Server)
 	}{
 		{"LockAcquireRelease", lockAcquireRelease},
 		{"LockStaleHolder", lockStaleHolder},
@@ -83,27 +82,20 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 	}
 }
 
-// server is a Target with the helpers the tests share; they are named
-// as in the package's own tests (helpers_test.go), and both rest on
-// internal/testserver.
-type server struct {
-	ts        *testserver.Server
-	mini      *miniredis.Miniredis // nil on a real server
-	ns        string
-	pool      atomicredis.Pool // the client under test
-	options   []atomicredis.Option
-	broadcast func(cmd string, args ...any) error
-	t         testing.TB // closes the test's engines when it ends
-}
-
-func setup(t *testing.T, tg Target) *server {
+// setup is the server of one test on tg: a testserver.Server whose
+// commands go through the client under test (Engines), or tg.Do.
+func setup(t *testing.T, tg Target) *testserver.Server {
 	t.Helper()
 	if tg.Pool == nil || tg.Namespace == "" {
 		t.Fatal("suite: a Target needs a Pool and a Namespace")
 	}
-	ts := &testserver.Server{Name: "target", Mini: tg.Mini, NS: tg.Namespace, DoFunc: tg.Do, KeysFunc: tg.Keys}
-	if ts.DoFunc == nil {
-		ts.DoFunc = func(cmd string, args ...any) (any, error) {
+	s := &testserver.Server{Name: "target", Mini: tg.Mini, NS: tg.Namespace, T: t,
+		Engines: tg.Pool, DoFunc: tg.Do, KeysFunc: tg.Keys, BroadcastFunc: tg.Broadcast}
+	for _, o := range tg.Options {
+		s.EngineOptions = append(s.EngineOptions, o)
+	}
+	if s.DoFunc == nil {
+		s.DoFunc = func(cmd string, args ...any) (any, error) {
 			c, err := tg.Pool.GetContext(context.Background())
 			if err != nil {
 				return nil, err
@@ -112,52 +104,26 @@ func setup(t *testing.T, tg Target) *server {
 			return c.Do(cmd, args...)
 		}
 	}
-	s := &server{ts: ts, mini: tg.Mini, ns: tg.Namespace, pool: tg.Pool, options: tg.Options, broadcast: tg.Broadcast, t: t}
-	if s.broadcast == nil {
-		s.broadcast = func(cmd string, args ...any) error { _, err := s.do(cmd, args...); return err }
-	}
-	s.must(t, "PING")
-	if s.mini != nil {
-		s.mini.SetTime(time.Now())
+	s.Must(t, "PING")
+	if s.Mini != nil {
+		s.Mini.SetTime(time.Now())
 	} else {
-		ts.DeleteKeysAtEnd(t)
+		s.DeleteKeysAtEnd(t)
 	}
 	return s
 }
 
-// engine returns an Engine on the target with the test's namespace,
-// closed when the test ends: its wake subscription would otherwise
-// outlive the test by two seconds.
-func (s *server) engine(opts ...atomicredis.Option) *atomicredis.Engine {
-	all := append([]atomicredis.Option{atomicredis.WithNamespace(s.ns)}, s.options...)
-	e := atomicredis.New(s.pool, append(all, opts...)...)
-	s.t.Cleanup(func() { e.Close(context.Background()) })
+// engine returns an Engine on the client under test (s.Engines) with the
+// test's namespace and the Target's Options, closed when the test ends:
+// its wake subscription would otherwise outlive the test by two seconds.
+func engine(s *testserver.Server, opts ...atomicredis.Option) *atomicredis.Engine {
+	all := []atomicredis.Option{atomicredis.WithNamespace(s.NS)}
+	for _, o := range s.EngineOptions {
+		all = append(all, o.(atomicredis.Option))
+	}
+	e := atomicredis.New(s.Engines, append(all, opts...)...)
+	s.T.Cleanup(func() { e.Close(context.Background()) })
 	return e
 }
 
-func (s *server) do(cmd string, args ...any) (any, error) { return s.ts.Do(cmd, args...) }
-
-func (s *server) must(t testing.TB, cmd string, args ...any) any {
-	t.Helper()
-	return s.ts.Must(t, cmd, args...)
-}
-
-// keys lists the test's keys, sorted.
-func (s *server) keys(t testing.TB) []string { t.Helper(); return s.ts.Keys(t) }
-
-// snapshot is every key of the test with its type and value, to prove
-// that a call changed nothing.
-func (s *server) snapshot(t testing.TB) map[string]string { t.Helper(); return s.ts.Snapshot(t) }
-
-// advance moves time forward by d: miniredis's clocks jump, a real server
-// is waited on.
-func (s *server) advance(d time.Duration) { s.ts.Advance(d) }
-
-// realtime makes miniredis's clocks follow the wall clock until the test
-// ends, for goroutines that pace themselves in real time (the watchdog,
-// waiters). A real server needs nothing.
-func (s *server) realtime(t testing.TB) { s.ts.Realtime(t) }
-
 func ctxT(t testing.TB) context.Context { return testserver.Context(t) }
-
-func sameStrings(a, b []string) bool { return slices.Equal(a, b) }

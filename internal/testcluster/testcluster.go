@@ -28,7 +28,7 @@ func New(t testing.TB, seeds []string) *testserver.Server {
 	rc := Client(t, seeds)
 	admin := &redis.Pool{Dial: func() (redis.Conn, error) { return &adminConn{cluster: rc, conn: rc.Get()}, nil }}
 	t.Cleanup(func() { admin.Close() })
-	s := &testserver.Server{Name: "cluster", Pool: admin, Engines: Pool{rc}, NS: testserver.Namespace()}
+	s := &testserver.Server{Name: "cluster", Pool: admin, Engines: Pool{rc}, NS: testserver.Namespace(), T: t}
 	if info, err := redis.String(s.Do("CLUSTER", "INFO")); err != nil || !strings.Contains(info, "cluster_state:ok") {
 		t.Fatalf("cluster at %v: not ok: %v %s", seeds, err, info)
 	}

@@ -100,11 +100,22 @@ type Server struct {
 	Engines Conns
 	// NS prefixes every key the test writes.
 	NS string
+	// T is the test the server is for: what outlives one call of a
+	// helper (the engines the tests make) is closed when it ends.
+	T testing.TB
 
 	// When set, these replace Pool for the test's own commands (a client
 	// other than redigo, in internal/suite).
 	DoFunc   func(cmd string, args ...any) (any, error)
 	KeysFunc func(pattern string) ([]string, error)
+	// BroadcastFunc runs a command on every primary (SCRIPT FLUSH);
+	// nil: Do.
+	BroadcastFunc func(cmd string, args ...any) error
+	// EngineOptions are given to every engine of the test after its
+	// namespace (internal/suite's Target.Options). They are
+	// atomicredis.Option values, which this package cannot name: it does
+	// not import atomicredis.
+	EngineOptions []any
 }
 
 var nsCounter atomic.Int64
@@ -129,7 +140,7 @@ func NewPool(t testing.TB, addr string) *redis.Pool {
 func Mini(t testing.TB) *Server {
 	m := miniredis.RunT(t)
 	m.SetTime(time.Now())
-	return &Server{Name: "miniredis", Addr: m.Addr(), Mini: m, Pool: NewPool(t, m.Addr()), NS: Namespace()}
+	return &Server{Name: "miniredis", Addr: m.Addr(), Mini: m, Pool: NewPool(t, m.Addr()), NS: Namespace(), T: t}
 }
 
 // Real is a server on the redis-server at addr, which must answer PING;
@@ -147,7 +158,7 @@ func Real(t testing.TB, name, addr string) *Server {
 // On is a server on addr with a fresh namespace, and nothing more: no
 // PING, no cleanup (a private server that dies with the test).
 func On(t testing.TB, name, addr string) *Server {
-	return &Server{Name: name, Addr: addr, Pool: NewPool(t, addr), NS: Namespace()}
+	return &Server{Name: name, Addr: addr, Pool: NewPool(t, addr), NS: Namespace(), T: t}
 }
 
 // DeleteKeysAtEnd deletes the test's keys when it ends.
@@ -178,6 +189,27 @@ func (s *Server) Must(t testing.TB, cmd string, args ...any) any {
 		t.Fatalf("%s %q: %v", cmd, args, err)
 	}
 	return v
+}
+
+// Broadcast runs a command on every primary (BroadcastFunc), or once
+// through Do.
+func (s *Server) Broadcast(cmd string, args ...any) error {
+	if s.BroadcastFunc != nil {
+		return s.BroadcastFunc(cmd, args...)
+	}
+	_, err := s.Do(cmd, args...)
+	return err
+}
+
+// PTTL is a key's PTTL (-1 ms: no expiry, -2 ms: no key), failing the
+// test on an error.
+func (s *Server) PTTL(t testing.TB, key string) time.Duration {
+	t.Helper()
+	v, err := redis.Int64(s.Do("PTTL", key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(v) * time.Millisecond
 }
 
 // KeysMatching lists the keys matching pattern (on every node).

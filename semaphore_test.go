@@ -328,3 +328,60 @@ func TestSetLimitStaysWhileUsed(t *testing.T) {
 		}
 	})
 }
+
+// The owner set keeps only live permits: timed-out ones leave it at the
+// next acquisition, and a release that leaves the two sets the same size
+// runs no ZINTERSTORE (counted on a real server; miniredis keeps no
+// command statistics).
+func TestSemaphoreOwnerSetFollowsPermits(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		for i := 0; i < 3; i++ {
+			if _, err := e.TryAcquireSemaphore(ctx, "own", SemaphoreOptions{Limit: 3, TTL: 100 * time.Millisecond}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Advance(300 * time.Millisecond) // the three time out: their holders crashed
+		p, err := e.TryAcquireSemaphore(ctx, "own", SemaphoreOptions{Limit: 3, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		owners, err := redis.Strings(s.Do("ZRANGE", s.NS+"sem:{own}:owner", 0, -1))
+		if err != nil || !slices.Equal(owners, []string{p.Token()}) {
+			t.Errorf("owner set after the timed-out permits were purged: %q, %v; want only the live permit", owners, err)
+		}
+		if s.Mini != nil || s.Engines != nil {
+			t.Logf("%s: ZINTERSTORE not counted (needs one real server's INFO commandstats)", s.Name)
+			p.Release(ctx)
+			return
+		}
+		before := zinterstores(t, s)
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		q, err := e.TryAcquireSemaphore(ctx, "own", SemaphoreOptions{Limit: 3, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := q.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if n := zinterstores(t, s) - before; n != 0 {
+			t.Errorf("%d ZINTERSTORE in a release, an acquisition and a release with no permit timed out, want 0", n)
+		}
+	})
+}
+
+// zinterstores is how many ZINTERSTORE the server has run (INFO
+// commandstats).
+func zinterstores(t *testing.T, s *testserver.Server) int64 {
+	t.Helper()
+	info, err := redis.String(s.Do("INFO", "commandstats"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, _ := strings.Cut(info, "cmdstat_zinterstore:calls=")
+	v, _, _ := strings.Cut(rest, ",")
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n
+}

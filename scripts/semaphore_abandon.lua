@@ -15,7 +15,7 @@ if err then return err end
 local now = now_ms()
 redis.call('SET', KEYS[7], 1, 'PX', ARGV[2])
 q_leave(k.q, k.w, ARGV[1])
-local live = sem_drop(k, ARGV[1], now)
+local live = sem_drop(k, st, ARGV[1], now)
 sem_purge(k, st, now)
 sem_settle(k, st, now, ARGV[3], ARGV[4])
 if live then

@@ -20,7 +20,7 @@ if deadline and rank and tonumber(deadline) > now then
 end
 local st, err = sem_read(k)
 if err then return err end
-sem_drop(k, ARGV[1], now)
+sem_drop(k, st, ARGV[1], now)
 sem_purge(k, st, now)
 sem_settle(k, st, now, ARGV[3], ARGV[4])
 return 0

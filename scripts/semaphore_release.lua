@@ -9,7 +9,7 @@ local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[
 local st, err = sem_read(k)
 if err then return err end
 local now = now_ms()
-local live = sem_drop(k, ARGV[1], now)
+local live = sem_drop(k, st, ARGV[1], now)
 sem_purge(k, st, now)
 sem_settle(k, st, now, ARGV[2], ARGV[3])
 if live then

@@ -9,7 +9,8 @@
 -- sem_read reads every key a script may write (but the abandon mark) before
 -- its first write, and returns the state: last (the counter), limit (the
 -- stored limit, nil if none), admin (SetSemaphoreLimit set it), queued
--- (the queue's length).
+-- (the queue's length), owners (the owner set's size, which sem_drop and
+-- sem_purge keep up to date).
 local function sem_read(k)
   local last, err = counter_read(k.counter)
   if err then return nil, err end
@@ -23,18 +24,19 @@ local function sem_read(k)
   end
   st.queued = redis.call('ZCARD', k.q)
   redis.call('HLEN', k.w)
-  redis.call('ZCARD', k.owner)
+  st.owners = redis.call('ZCARD', k.owner)
   return st
 end
 
 -- sem_purge drops timed-out permits, then the same ids from the owner set
--- (ZINTERSTORE with weights 1, 0 keeps the owner set's counters), and
--- counts the live ones into st.held.
+-- (ZINTERSTORE with weights 1, 0 keeps the owner set's counters) when
+-- the two sets differ in size, and counts the live ones into st.held.
 local function sem_purge(k, st, now)
   redis.call('ZREMRANGEBYSCORE', k.timeouts, '-inf', now)
   st.held = redis.call('ZCARD', k.timeouts)
-  if st.held ~= redis.call('ZCARD', k.owner) then
+  if st.held ~= st.owners then
     redis.call('ZINTERSTORE', k.owner, 2, k.owner, k.timeouts, 'WEIGHTS', 1, 0)
+    st.owners = st.held
   end
 end
 
@@ -73,9 +75,9 @@ local function sem_settle(k, st, now, retention, wake)
 end
 
 -- sem_drop removes a permit, returning whether it was live.
-local function sem_drop(k, token, now)
+local function sem_drop(k, st, token, now)
   local deadline = redis.call('ZSCORE', k.timeouts, token)
   redis.call('ZREM', k.timeouts, token)
-  redis.call('ZREM', k.owner, token)
+  st.owners = st.owners - redis.call('ZREM', k.owner, token)
   return deadline and tonumber(deadline) > now
 end

@@ -34,7 +34,7 @@ var (
 	scriptSemAbandon = load("semaphore_abandon", 7, "queue", "semaphore")
 	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
 	scriptSemExtend  = load("semaphore_extend", 6, "queue", "semaphore")
-	scriptSemHolders = load("semaphore_holders", 6, "queue", "semaphore")
+	scriptSemHolders = load("semaphore_holders", 2)
 	scriptSemPTTL    = load("semaphore_pttl", 2)
 	scriptSemInfo    = load("semaphore_info", 3, "queue")
 	scriptSemLimit   = load("semaphore_limit", 6, "queue", "semaphore")

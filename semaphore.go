@@ -76,16 +76,15 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
-// live now, after dropping those past their deadline (their slots go to
-// waiters).
+// live now. It writes nothing: permits past their deadline are not
+// counted, and the next acquisition, release or extension purges them and
+// hands their slots to waiters.
 func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
 	obj, err := e.object(kindSem, name)
 	if err != nil {
 		return 0, err
 	}
-	keys := semOps.keys(obj)
-	n, err := redis.Int(e.eval(ctx, obj, scriptSemHolders, append(keys, e.retentionArg, e.wakeArg)...))
-	return n, err
+	return redis.Int(e.eval(ctx, obj, scriptSemHolders, obj.key(""), obj.key(":owner")))
 }
 
 // SemaphoreInfo is what SemaphoreInfo tells of a semaphore.

@@ -23,11 +23,12 @@ func WithNamespace(prefix string) Option {
 }
 
 // WithRecentCapacity sets how many items a recent list keeps (default 100).
-// n < 1 is rejected: every call then returns ErrInvalid.
+// n < 1, or n above 2^53 - 1 (the largest whole number a Lua number holds
+// exactly), is rejected: every call then returns ErrInvalid.
 func WithRecentCapacity(n int) Option {
 	return func(e *Engine) {
-		if n < 1 {
-			e.reject(fmt.Errorf("recent capacity %d: must be at least 1: %w", n, ErrInvalid))
+		if err := count("recent capacity", n, 1, ""); err != nil {
+			e.reject(err)
 			return
 		}
 		e.recentCap = n

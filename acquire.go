@@ -20,6 +20,7 @@ type request struct {
 	mayWait  bool          // false: one attempt
 	watchdog bool
 	extra    []any // the acquire script's arguments after the standard ones
+	limit    int   // a semaphore's Limit (0: the stored one), reported if the stored one differs
 }
 
 // take checks r, acquires a holding of the named object into h, and tells
@@ -47,7 +48,7 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	token = r.prefix + token
 	keys := r.ops.keys(obj)
 	a := &acquisition{obj: obj, ops: r.ops, keys: append(keys, obj.key(":void:"+token)), token: token, tokenArg: token,
-		lease: lease, wait: wait, extra: r.extra}
+		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit)}
 	g, err := e.acquire(ctx, a)
 	if err != nil {
 		ev := obj.event(EventNotAcquired, "", 0, err)
@@ -82,7 +83,8 @@ func newToken() (string, error) {
 // Acquire scripts share one shape: ARGV token, mode (0 one try, 1 wait, 2
 // wait and believed queued), queue entry lifetime in ms, lease in ms, fence
 // retention in ms, engine id, wake channel prefix, extra...; reply {1,
-// fence} (held, for the full lease: also the pickup of a handoff), {0, hint
+// fence} (held, for the full lease: also the pickup of a handoff; a
+// semaphore adds the stored limit when it differs from the caller's), {0, hint
 // ms, rank, arrival, ...} (not held: hint is how long the holder has left,
 // -1 if none; rank the caller's place in the queue), {2} (the token was
 // abandoned) or {3} (a semaphore has no limit stored and none was given).
@@ -97,6 +99,7 @@ type acquisition struct {
 	lease    time.Duration
 	wait     time.Duration // 0: one attempt
 	extra    []any
+	limit    int64 // a semaphore's Limit, 0 otherwise
 }
 
 // attempt is an acquire script's reply.
@@ -108,7 +111,7 @@ type attempt struct {
 	hint      time.Duration // how long the holder has left, -1 if none
 	rank      int64         // the caller's place in the queue (one try: how many are queued)
 	arrival   int64         // the arrival number the queue gave it, if it just queued
-	limit     int64         // semaphores: the limit in force
+	limit     int64         // semaphores: the limit in force (on a grant: the stored one, only if it differs from the caller's)
 	held      int64         // semaphores: the permits held
 }
 
@@ -118,8 +121,11 @@ func decodeAttempt(reply any) (a attempt, err error) {
 		return a, fmt.Errorf("unexpected reply %v", reply)
 	}
 	switch {
-	case v[0] == 1 && len(v) == 2:
+	case v[0] == 1 && (len(v) == 2 || len(v) == 3):
 		a.granted, a.fence = true, v[1]
+		if len(v) == 3 {
+			a.limit = v[2]
+		}
 	case v[0] == 2:
 		a.abandoned = true
 	case v[0] == 3:
@@ -226,6 +232,9 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			at, err = decodeAttempt(out.reply)
 		}
 		w.mayHold = w.mayHold || out.reached && unknownOutcome(err)
+		if err == nil && a.limit != 0 && at.limit != 0 && at.limit != a.limit {
+			e.limitDiffers(a.obj, at.limit, a.limit)
+		}
 		switch {
 		case err == nil && at.granted && out.shortfall != nil: // a failover could grant it again
 			w.mayHold = true

@@ -158,6 +158,9 @@ type Engine struct {
 	activityTTL time.Duration         // WithActivityTTL: a period's lifetime from its first mark; 0 = forever
 	indexedMu   sync.Mutex            // guards indexed
 	indexed     map[shardRef]struct{} // shards this engine put in their period's index (activeIndexMemory at most)
+
+	limitsMu sync.Mutex               // guards limits
+	limits   map[storedLimit]struct{} // stored semaphore limits reported as differing (limitsRemembered at most)
 }
 
 // New returns an Engine that takes connections from pool. New never fails:

@@ -46,7 +46,8 @@ var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter"
 // wrapping ErrInvalid if none is stored). A limit stored by an acquisition
 // goes with the last permit, so an idle semaphore takes a new one; one set
 // by SetSemaphoreLimit stays while the semaphore is idle, until the fence
-// retention.
+// retention. A stored limit that differs from o.Limit is reported once per
+// engine, name and stored limit: an EventLimitDiffers, logged at Warn.
 func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
 	return e.semaphore(ctx, name, o, true)
 }
@@ -68,7 +69,7 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 	}
 	p := &Permit{}
 	err := e.take(ctx, &p.holding, name, request{ops: semOps, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog,
-		extra: []any{o.Limit}})
+		extra: []any{o.Limit}, limit: o.Limit})
 	if err != nil {
 		return nil, err
 	}

@@ -61,6 +61,15 @@ var (
 // the caller passes the count), for tests.
 var scripts = map[string]struct{ keys int }{}
 
+// everyScript is every script the engine may run, by name, for Ping to
+// load.
+var everyScript []namedScript
+
+type namedScript struct {
+	name   string
+	script *redis.Script
+}
+
 // load reads scripts/<name>.lua and puts the libraries it uses,
 // scripts/lib/<lib>.lua (local functions, such as the waiting queue's), in
 // front of it: one piece of Lua, written once, in every script that needs it.
@@ -71,7 +80,9 @@ func load(name string, keyCount int, libs ...string) *redis.Script {
 	}
 	src.WriteString(embedded("scripts/" + name + ".lua"))
 	scripts[name] = struct{ keys int }{keyCount}
-	return redis.NewScript(keyCount, src.String())
+	s := redis.NewScript(keyCount, src.String())
+	everyScript = append(everyScript, namedScript{name, s})
+	return s
 }
 
 func embedded(path string) string {
@@ -87,5 +98,7 @@ func embedded(path string) string {
 // carrying flags in front of it. The variant is not a file of its own, so
 // the two can never drift apart; it is not listed in scripts.
 func loadFlagged(name string, keyCount int, flags string) *redis.Script {
-	return redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
+	s := redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
+	everyScript = append(everyScript, namedScript{name + " (flags=" + flags + ")", s})
+	return s
 }

@@ -15,6 +15,7 @@ import (
 // could get wrong, so they need no row in invalidCalls.
 var noInvalidArgument = map[string]string{
 	"Close":          "takes only ctx",
+	"Ping":           "takes only ctx",
 	"Lock.Unlock":    "takes only ctx",
 	"Lock.TTL":       "takes only ctx",
 	"Lock.Held":      "takes only ctx",

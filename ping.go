@@ -3,7 +3,7 @@ package atomicredis
 import (
 	"context"
 	"fmt"
-	"net"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -17,7 +17,7 @@ import (
 // Ping checks, once, what New cannot: it returns the error of an option
 // New rejected (wrapping ErrInvalid); then, on every primary the pool
 // reaches (the one server, or on a cluster, through a connection that
-// binds, each primary serving slots, as CLUSTER SLOTS names them), that the
+// binds, each primary serving slots, as CLUSTER NODES names them), that the
 // server answers PING, that every script of the engine loads (SCRIPT LOAD:
 // the user may run them), and that the engine may publish on its wake
 // channel (a refused PUBLISH inside a script is ignored by design, so
@@ -43,7 +43,7 @@ func (e *Engine) Ping(ctx context.Context) error {
 	return nil
 }
 
-// node is a server Ping checks: its address as CLUSTER SLOTS gives it
+// node is a server Ping checks: its address as CLUSTER NODES gives it
 // ("the server" on a pool that does not bind), and a key that binds a
 // connection to it ("" on such a pool).
 type node struct {
@@ -52,8 +52,8 @@ type node struct {
 
 // primaries lists the servers Ping checks. A pool whose connections do not
 // bind reaches one server. On one that does (a cluster client), one node's
-// CLUSTER SLOTS names every primary serving slots, and each gets a key in
-// one of its slots.
+// CLUSTER NODES (a text reply, the same in RESP2 and RESP3) names every
+// primary serving slots, and each gets a key in one of its slots.
 func (e *Engine) primaries(ctx context.Context) ([]node, error) {
 	single := []node{{addr: "the server"}}
 	c, done, err := e.conn(ctx, "", e.callTimeout)
@@ -61,9 +61,9 @@ func (e *Engine) primaries(ctx context.Context) ([]node, error) {
 		return nil, fmt.Errorf("a connection from the pool: %w", err)
 	}
 	_, bound := c.Conn.(binder)
-	var ranges []any
+	var text string
 	if bound {
-		ranges, err = redis.Values(c.Do("CLUSTER", "SLOTS"))
+		text, err = redis.String(c.Do("CLUSTER", "NODES"))
 	}
 	c.close()
 	done()
@@ -73,33 +73,45 @@ func (e *Engine) primaries(ctx context.Context) ([]node, error) {
 	case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
 		return single, nil // a binding pool on a server that is no cluster
 	case err != nil:
-		return nil, fmt.Errorf("CLUSTER SLOTS: %w", err)
+		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
 	}
 	var nodes []node
-	seen := map[string]bool{}
-	for _, r := range ranges {
-		v, _ := redis.Values(r, nil)
-		if len(v) < 3 {
-			return nil, fmt.Errorf("CLUSTER SLOTS: unexpected range %v", r)
+	for _, line := range strings.Split(text, "\n") {
+		// <id> <ip:port@cport[,hostname]> <flags> <primary id> <ping> <pong> <epoch> <link> <slot or range>...
+		f := strings.Fields(line)
+		if len(f) < 9 || !servesAsPrimary(strings.Split(f[2], ",")) {
+			continue
 		}
-		from, err1 := redis.Int(v[0], nil)
-		to, err2 := redis.Int(v[1], nil)
-		primary, _ := redis.Values(v[2], nil)
-		if err1 != nil || err2 != nil || len(primary) < 2 || from < 0 || to >= 16384 || from > to {
-			return nil, fmt.Errorf("CLUSTER SLOTS: unexpected range %v", r)
-		}
-		host, _ := redis.String(primary[0], nil)
-		port, _ := redis.Int(primary[1], nil)
-		addr := net.JoinHostPort(host, strconv.Itoa(port))
-		if !seen[addr] {
-			seen[addr] = true
-			nodes = append(nodes, node{addr: addr, key: e.ns + "ping:{" + tagIn(from, to) + "}"})
+		addr, _, _ := strings.Cut(f[1], "@")
+		for _, r := range f[8:] {
+			if strings.HasPrefix(r, "[") {
+				continue // a slot being imported or migrated
+			}
+			from, to, isRange := strings.Cut(r, "-")
+			if !isRange {
+				to = from
+			}
+			lo, err1 := strconv.Atoi(from)
+			hi, err2 := strconv.Atoi(to)
+			if err1 != nil || err2 != nil || lo < 0 || hi >= 16384 || lo > hi {
+				return nil, fmt.Errorf("CLUSTER NODES: unexpected slots %q of %s", r, addr)
+			}
+			nodes = append(nodes, node{addr: addr, key: e.ns + "ping:{" + tagIn(lo, hi) + "}"})
+			break
 		}
 	}
 	if len(nodes) == 0 {
-		return nil, fmt.Errorf("CLUSTER SLOTS: no primary serves a slot")
+		return nil, fmt.Errorf("CLUSTER NODES: no primary serves a slot")
 	}
 	return nodes, nil
+}
+
+// servesAsPrimary reports whether a node with flags (CLUSTER NODES) is a
+// primary the cluster has not given up on (fail; "fail?" is one node's
+// suspicion only).
+func servesAsPrimary(flags []string) bool {
+	return slices.Contains(flags, "master") && !slices.Contains(flags, "fail") &&
+		!slices.Contains(flags, "noaddr") && !slices.Contains(flags, "handshake")
 }
 
 // pingNode checks one server on a connection of its own: PING, SCRIPT LOAD

@@ -21,6 +21,7 @@ type request struct {
 	mayWait  bool          // false: one attempt
 	watchdog bool
 	extra    []any // the acquire script's arguments after the standard ones
+	limit    int   // a semaphore's Limit (0: the stored one), reported if the stored one differs
 }
 
 // take checks r, acquires a holding of the named object into h, and tells
@@ -52,7 +53,7 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	keys := all[: len(all)-1 : len(all)-1]
 	a := &h.acq // in h, allocated already
 	*a = acquisition{obj: obj, ops: r.ops, keys: all, token: token, tokenArg: token,
-		lease: lease, wait: wait, extra: r.extra}
+		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit)}
 	g, err := e.acquire(ctx, a)
 	if err == nil {
 		h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
@@ -105,7 +106,8 @@ var defaultTTLArg, defaultQueueTTLArg any = DefaultTTL.Milliseconds(), defaultQu
 // Acquire scripts share one shape: ARGV token, mode (0 one try, 1 wait, 2
 // wait and believed queued), queue entry lifetime in ms, lease in ms, fence
 // retention in ms, engine id, wake channel prefix, extra...; reply {1,
-// fence} (held, for the full lease: also the pickup of a handoff), {0, hint
+// fence} (held, for the full lease: also the pickup of a handoff; a
+// semaphore adds the stored limit when it differs from the caller's), {0, hint
 // ms, rank, arrival, ...} (not held: hint is how long the holder has left,
 // -1 if none; rank the caller's place in the queue), {2} (the token was
 // abandoned) or {3} (a semaphore has no limit stored and none was given).
@@ -120,6 +122,7 @@ type acquisition struct {
 	lease    time.Duration
 	wait     time.Duration // 0: one attempt
 	extra    []any
+	limit    int64   // a semaphore's Limit, 0 otherwise
 	args     [16]any // room for the acquire script's arguments
 }
 
@@ -132,7 +135,7 @@ type attempt struct {
 	hint      time.Duration // how long the holder has left, -1 if none
 	rank      int64         // the caller's place in the queue (one try: how many are queued)
 	arrival   int64         // the arrival number the queue gave it, if it just queued
-	limit     int64         // semaphores: the limit in force
+	limit     int64         // semaphores: the limit in force (on a grant: the stored one, only if it differs from the caller's)
 	held      int64         // semaphores: the permits held
 }
 
@@ -148,8 +151,11 @@ func decodeAttempt(reply any) (a attempt, err error) {
 		v[i] = f
 	}
 	switch {
-	case n == 2 && v[0] == 1:
+	case v[0] == 1 && (n == 2 || n == 3):
 		a.granted, a.fence = true, v[1]
+		if n == 3 {
+			a.limit = v[2]
+		}
 	case n == 1 && v[0] == 2:
 		a.abandoned = true
 	case n == 1 && v[0] == 3:
@@ -256,6 +262,9 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			at, err = decodeAttempt(out.reply)
 		}
 		w.mayHold = w.mayHold || out.reached && unknownOutcome(err)
+		if err == nil && a.limit != 0 && at.limit != 0 && at.limit != a.limit {
+			e.limitDiffers(a.obj, at.limit, a.limit)
+		}
 		switch {
 		case err == nil && at.granted && out.shortfall != nil: // a failover could grant it again
 			w.mayHold = true

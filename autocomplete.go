@@ -55,13 +55,16 @@ func (e *Engine) SuggestRecent(ctx context.Context, list, query string, limit in
 	return redis.Strings(e.eval(ctx, obj, scriptRecentSuggest, obj.key(""), query, limit))
 }
 
-// limited checks an object's name and a result limit.
+// limited checks an object's name and a result limit (1 to 2^53 - 1).
 func (e *Engine) limited(k *kind, name string, limit int) (object, error) {
 	obj, err := e.object(k, name)
-	if err == nil && limit < 1 {
-		err = obj.errorf("limit %d: must be at least 1: %w", limit, ErrInvalid)
+	if err != nil {
+		return obj, err
 	}
-	return obj, err
+	if err := count("limit", limit, 1, ""); err != nil {
+		return obj, obj.err(err)
+	}
+	return obj, nil
 }
 
 // AddMembers adds members (any bytes, the empty string too) to the named

@@ -34,7 +34,7 @@ var (
 	scriptSemAbandon = load("semaphore_abandon", 7, "queue", "semaphore")
 	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
 	scriptSemExtend  = load("semaphore_extend", 6, "queue", "semaphore")
-	scriptSemHolders = load("semaphore_holders", 6, "queue", "semaphore")
+	scriptSemHolders = load("semaphore_holders", 2)
 	scriptSemPTTL    = load("semaphore_pttl", 2)
 	scriptSemInfo    = load("semaphore_info", 3, "queue")
 	scriptSemLimit   = load("semaphore_limit", 6, "queue", "semaphore")
@@ -61,6 +61,15 @@ var (
 // the caller passes the count), for tests.
 var scripts = map[string]struct{ keys int }{}
 
+// everyScript is every script the engine may run, by name, for Ping to
+// load.
+var everyScript []namedScript
+
+type namedScript struct {
+	name   string
+	script *redis.Script
+}
+
 // load reads scripts/<name>.lua and puts in it the functions of the
 // libraries it names (scripts/lib/<lib>.lua: local functions, such as the
 // waiting queue's) that it calls, directly or through each other: one
@@ -83,7 +92,9 @@ func load(name string, keyCount int, libs ...string) *redis.Script {
 		src = before + lua.String() + after
 	}
 	scripts[name] = struct{ keys int }{keyCount}
-	return redis.NewScript(keyCount, src)
+	s := redis.NewScript(keyCount, src)
+	everyScript = append(everyScript, namedScript{name, s})
+	return s
 }
 
 // libraryLine marks where a script wants its library functions.
@@ -177,5 +188,7 @@ func embedded(path string) string {
 // carrying flags in front of it. The variant is not a file of its own, so
 // the two can never drift apart; it is not listed in scripts.
 func loadFlagged(name string, keyCount int, flags string) *redis.Script {
-	return redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
+	s := redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
+	everyScript = append(everyScript, namedScript{name + " (flags=" + flags + ")", s})
+	return s
 }

@@ -153,3 +153,13 @@ func TestObjectsAndTryIgnoresWait(t *testing.T) {
 	}
 	p.Release(ctx)
 }
+
+// A nil *redis.Pool (a typed nil in the Pool interface) is a nil pool:
+// every call returns ErrInvalid, and New does not panic.
+func TestTypedNilPool(t *testing.T) {
+	var p *redis.Pool
+	e := New(p)
+	if _, err := e.TryLock(ctxT(t), "x", LockOptions{}); !errors.Is(err, ErrInvalid) {
+		t.Errorf("TryLock on an engine of a nil *redis.Pool: %v, want ErrInvalid", err)
+	}
+}

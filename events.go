@@ -17,10 +17,11 @@ const (
 	EventLost                                 // the holding is gone: its lease ran out, another took it, extensions failed (Err)
 	EventExtendFailed                         // one extension failed (Err); the lease may still hold
 	EventBackgroundError                      // an abandon or the wake-up machinery failed (Err)
+	EventLimitDiffers                         // a semaphore's stored limit rules over the caller's Limit (Err says both)
 	EventQueued                               // the acquisition joined the queue (once a call); Wait: how long it had tried
 )
 
-var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error", "queued"}
+var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error", "limit differs", "queued"}
 
 func (t EventType) String() string {
 	if t > 0 && int(t) < len(eventNames) {
@@ -32,8 +33,8 @@ func (t EventType) String() string {
 // Event is one thing that happened to a lock, read-write lock hold or
 // permit, as WithObserver sees it. Object is "lock", "read-write lock" or
 // "semaphore"; Token and Fence are zero where there is no holding (a
-// refusal; a background error of the wake-up machinery, which also has no
-// Name).
+// refusal; a limit that differs; a background error of the wake-up
+// machinery, which also has no Name).
 type Event struct {
 	Type       EventType
 	Object     string
@@ -70,10 +71,46 @@ func (e *Engine) emit(ev Event) {
 	switch ev.Type {
 	case EventLost:
 		level = slog.LevelError
-	case EventExtendFailed, EventBackgroundError:
+	case EventExtendFailed, EventBackgroundError, EventLimitDiffers:
 	default:
 		return
 	}
 	e.logger.LogAttrs(context.Background(), level, "atomicredis: "+ev.Type.String(),
 		slog.String("object", ev.Object), slog.String("name", ev.Name), slog.Int64("fence", ev.Fence), slog.Any("error", ev.Err))
+}
+
+// limitsRemembered bounds how many (name, stored limit) pairs an engine
+// remembers having reported; past it, it forgets an arbitrary one, which
+// may then be reported again.
+const limitsRemembered = 1000
+
+// storedLimit is a semaphore name and the stored limit reported for it.
+type storedLimit struct {
+	name  string
+	limit int64
+}
+
+// limitDiffers reports, once per name and stored limit, that a semaphore's
+// stored limit rules over the caller's Limit: a deploy that changed Limit
+// learns why it has no effect.
+func (e *Engine) limitDiffers(o object, stored, asked int64) {
+	k := storedLimit{o.name, stored}
+	e.limitsMu.Lock()
+	_, seen := e.limits[k]
+	if !seen {
+		if len(e.limits) >= limitsRemembered {
+			for old := range e.limits {
+				delete(e.limits, old)
+				break
+			}
+		}
+		if e.limits == nil {
+			e.limits = map[storedLimit]struct{}{}
+		}
+		e.limits[k] = struct{}{}
+	}
+	e.limitsMu.Unlock()
+	if !seen {
+		e.emit(o.event(EventLimitDiffers, "", 0, o.errorf("stored limit %d rules, not Limit %d (SetSemaphoreLimit changes it)", stored, asked)))
+	}
 }

@@ -133,3 +133,27 @@ func Example_metrics() {
 	fmt.Println(events.Get("lock acquired"), events.Get("lock not acquired"), events.Get("lock released"), waited.Get("count"))
 	// Output: 1 1 1 1
 }
+
+// Ping at startup: a rejected option, an unreachable server, a script the
+// user may not load or a wake channel it may not publish on shows here,
+// not in the first request.
+func ExampleEngine_Ping() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	pool := &redis.Pool{MaxIdle: 4, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	ctx := context.Background()
+
+	bad := atomicredis.New(pool, atomicredis.WithReplicaAck(1, 10*time.Second)) // not shorter than the 5 s call timeout
+	fmt.Println(errors.Is(bad.Ping(ctx), atomicredis.ErrInvalid))
+
+	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
+	defer e.Close(ctx)
+	if err := e.Ping(ctx); err != nil {
+		fmt.Println("not ready:", err)
+		return
+	}
+	fmt.Println("ready")
+	// Output:
+	// true
+	// ready
+}

@@ -133,7 +133,7 @@ func startPrivateCluster(t *testing.T) *privateCluster {
 	if out, err := exec.CommandContext(ctx, cli, append(args, "--cluster-replicas", "1", "--cluster-yes")...).CombinedOutput(); err != nil {
 		t.Fatalf("redis-cli --cluster create: %v\n%s", err, out)
 	}
-	pc.waitHealthy(30 * time.Second)
+	pc.waitHealthy(t, 60*time.Second)
 	return pc
 }
 
@@ -233,9 +233,12 @@ func (pc *privateCluster) replicaOf(p *clusterNode) *clusterNode {
 }
 
 // waitHealthy waits until every node runs and says cluster_state:ok, three
-// primaries serve the slots, and each has a replica in sync.
-func (pc *privateCluster) waitHealthy(within time.Duration) {
-	pc.t.Helper()
+// primaries serve the slots, and each has a replica that has caught up
+// (testcluster.NotReady: its link up, online for its primary, at its
+// primary's offset: not in a full resync, which WAIT would count as no
+// acknowledgement). It fails the test naming what was not.
+func (pc *privateCluster) waitHealthy(t testing.TB, within time.Duration) {
+	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
 		why := pc.unhealthy()
@@ -243,7 +246,7 @@ func (pc *privateCluster) waitHealthy(within time.Duration) {
 			return
 		}
 		if time.Now().After(deadline) {
-			pc.t.Fatalf("cluster not healthy after %v: %s", within, why)
+			t.Fatalf("cluster not healthy after %v: %s", within, why)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -278,7 +281,7 @@ func (pc *privateCluster) unhealthy() string {
 			return fmt.Sprintf("nodes disagree on slot %d", slot)
 		}
 	}
-	return ""
+	return testcluster.NotReady(pc.addrs())
 }
 
 // waitOwner waits until every live node agrees that slot has a primary
@@ -418,6 +421,7 @@ func TestFailoverKill(t *testing.T) {
 		{"no ack", nil},
 	} {
 		t.Run(v.name, func(t *testing.T) {
+			pc.waitHealthy(t, 60*time.Second) // no replica in a full resync: WAIT would count it out
 			ns := testNamespace()
 			e := failoverEngine(t, pc, ns, v.opts...)
 			victim, _, ok := pc.owner(int(keySlot(names[0])))
@@ -469,7 +473,7 @@ func TestFailoverKill(t *testing.T) {
 				time.Sleep(time.Second)
 				restarted = time.Since(killed)
 				pc.restart(victim)
-				pc.waitHealthy(30 * time.Second)
+				pc.waitHealthy(t, 60*time.Second)
 			}
 			// Traffic resumes: a grant on one of the victim's names after the
 			// promotion (with the ack, after the restart).
@@ -535,7 +539,7 @@ func TestFailoverKill(t *testing.T) {
 
 			if !ack {
 				pc.restart(victim) // rejoins as a replica of the promoted node
-				pc.waitHealthy(30 * time.Second)
+				pc.waitHealthy(t, 60*time.Second)
 			}
 		})
 	}
@@ -561,6 +565,7 @@ func TestFailoverStall(t *testing.T) {
 		ack  bool
 	}{{"WithReplicaAck", true}, {"no ack", false}} {
 		t.Run(v.name, func(t *testing.T) {
+			pc.waitHealthy(t, 60*time.Second) // no replica in a full resync: WAIT would count it out
 			ns := testNamespace()
 			var opts []Option
 			if v.ack {
@@ -676,7 +681,7 @@ func TestFailoverStall(t *testing.T) {
 			if err := l2.Unlock(ctx); err != nil {
 				t.Errorf("Unlock of the holder: %v", err)
 			}
-			pc.waitHealthy(30 * time.Second)
+			pc.waitHealthy(t, 60*time.Second)
 		})
 	}
 }

@@ -23,11 +23,12 @@ func WithNamespace(prefix string) Option {
 }
 
 // WithRecentCapacity sets how many items a recent list keeps (default 100).
-// n < 1 is rejected: every call then returns ErrInvalid.
+// n < 1, or n above 2^53 - 1 (the largest whole number a Lua number holds
+// exactly), is rejected: every call then returns ErrInvalid.
 func WithRecentCapacity(n int) Option {
 	return func(e *Engine) {
-		if n < 1 {
-			e.reject(fmt.Errorf("recent capacity %d: must be at least 1: %w", n, ErrInvalid))
+		if err := count("recent capacity", n, 1, ""); err != nil {
+			e.reject(err)
 			return
 		}
 		e.recentCap = n
@@ -110,7 +111,8 @@ func WithFenceRetention(d time.Duration) Option {
 
 // WithObserver calls f with every Event of the engine's locks, read-write
 // locks and semaphores: acquisitions, refusals, releases, losses, failed
-// extensions and background errors. f runs on the goroutine where the event
+// extensions, background errors, and stored semaphore limits that differ
+// from the caller's. f runs on the goroutine where the event
 // happened (the caller's, a watchdog's, the wake subscription's), so it
 // must be quick and must not block or call the engine.
 func WithObserver(f func(Event)) Option {
@@ -118,7 +120,8 @@ func WithObserver(f func(Event)) Option {
 }
 
 // WithLogger logs the engine's background failures (failed extensions, abandons
-// and wake-ups) at Warn and lost holdings at Error, with the object, its
+// and wake-ups) and stored semaphore limits that differ from the caller's
+// at Warn, and lost holdings at Error, with the object, its
 // name, the fence and the error as attributes. The engine logs nothing
 // without it.
 func WithLogger(l *slog.Logger) Option {

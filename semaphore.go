@@ -15,7 +15,7 @@ import (
 // SemaphoreOptions tunes one acquisition. The zero value means the
 // defaults, Limit included once a limit is stored.
 type SemaphoreOptions struct {
-	Limit    int           // permits that may be held at once; 0 = the stored limit
+	Limit    int           // permits that may be held at once, at most 2^53 - 1; 0 = the stored limit
 	TTL      time.Duration // permit timeout; 0 = 10s
 	Wait     time.Duration // how long AcquireSemaphore waits; 0 = 10s (TryAcquireSemaphore never waits)
 	Watchdog bool          // extend the permit every TTL/3 until Release or loss
@@ -46,7 +46,8 @@ var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter"
 // wrapping ErrInvalid if none is stored). A limit stored by an acquisition
 // goes with the last permit, so an idle semaphore takes a new one; one set
 // by SetSemaphoreLimit stays while the semaphore is idle, until the fence
-// retention.
+// retention. A stored limit that differs from o.Limit is reported once per
+// engine, name and stored limit: an EventLimitDiffers, logged at Warn.
 func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
 	return e.semaphore(ctx, name, o, true)
 }
@@ -59,16 +60,16 @@ func (e *Engine) TryAcquireSemaphore(ctx context.Context, name string, o Semapho
 }
 
 func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions, mayWait bool) (*Permit, error) {
-	if o.Limit < 0 {
-		obj, err := e.object(kindSem, name)
-		if err != nil {
-			return nil, err
+	if err := count("limit", o.Limit, 1, "the stored limit"); err != nil {
+		obj, oerr := e.object(kindSem, name)
+		if oerr != nil {
+			return nil, oerr
 		}
-		return nil, obj.errorf("limit %d: must be 0 (the stored limit) or more: %w", o.Limit, ErrInvalid)
+		return nil, obj.err(err)
 	}
 	p := &Permit{}
 	err := e.take(ctx, &p.holding, name, request{ops: semOps, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog,
-		extra: []any{o.Limit}})
+		extra: []any{o.Limit}, limit: o.Limit})
 	if err != nil {
 		return nil, err
 	}
@@ -76,16 +77,15 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
-// live now, after dropping those past their deadline (their slots go to
-// waiters).
+// live now. It writes nothing: permits past their deadline are not
+// counted, and the next acquisition, release or extension purges them and
+// hands their slots to waiters.
 func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
 	obj, err := e.object(kindSem, name)
 	if err != nil {
 		return 0, err
 	}
-	keys := semOps.keys(obj)
-	n, err := redis.Int(e.eval(ctx, obj, scriptSemHolders, append(keys, e.retentionArg, e.wakeArg)...))
-	return n, err
+	return redis.Int(e.eval(ctx, obj, scriptSemHolders, obj.key(""), obj.key(":owner")))
 }
 
 // SemaphoreInfo is what SemaphoreInfo tells of a semaphore.
@@ -113,9 +113,10 @@ func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo,
 	return SemaphoreInfo{Limit: v[0], Holders: v[1], Waiting: v[2]}, nil
 }
 
-// SetSemaphoreLimit is an administrator's call: it stores limit (>= 1) as
-// the named semaphore's, also while permits are held (a rolling deploy
-// that changes the limit). Raising it hands the new slots to queued
+// SetSemaphoreLimit is an administrator's call: it stores limit (1 to
+// 2^53 - 1, else an error wrapping ErrInvalid) as the named semaphore's,
+// also while permits are held (a rolling deploy that changes the limit).
+// Raising it hands the new slots to queued
 // waiters at once; lowering it admits nobody until the holders are under
 // it (none is taken back). The limit stays while the semaphore is idle,
 // until the fence retention has passed since this call or the last
@@ -125,8 +126,8 @@ func (e *Engine) SetSemaphoreLimit(ctx context.Context, name string, limit int) 
 	if err != nil {
 		return err
 	}
-	if limit < 1 {
-		return obj.errorf("limit %d: must be at least 1: %w", limit, ErrInvalid)
+	if err := count("limit", limit, 1, ""); err != nil {
+		return obj.err(err)
 	}
 	keys := semOps.keys(obj)
 	_, err = e.eval(ctx, obj, scriptSemLimit, append(keys, limit, e.retentionArg, e.wakeArg)...)

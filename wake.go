@@ -37,7 +37,7 @@ const (
 // pool of MaxActive 1 it has none, and waiters learn of a handoff when
 // they extend, a third of the queue TTL late.
 func subscriptionBudget(pool Pool) int {
-	if p, ok := pool.(*redis.Pool); ok && p.MaxActive > 0 {
+	if p, ok := pool.(*redis.Pool); ok && p != nil && p.MaxActive > 0 {
 		return p.MaxActive / 2
 	}
 	return 64

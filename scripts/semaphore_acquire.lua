@@ -11,7 +11,9 @@
 -- ARGV[3] queue entry lifetime in ms, ARGV[4] TTL in ms, ARGV[5] fence
 -- retention in ms, ARGV[6] the caller's engine id, ARGV[7] wake channel
 -- prefix, ARGV[8] limit (0: the stored one)
--- reply: {1, counter} if the caller holds a permit now, for its full TTL;
+-- reply: {1, counter} if the caller holds a permit now, for its full TTL,
+-- {1, counter, stored limit} if ARGV[8] asked another limit than the stored
+-- one;
 -- {0, ms until the first permit times out, rank in the queue (one try:
 -- how many are queued), arrival number (0 unless it just queued), the
 -- limit in force, permits held} if not; {2} if the caller abandoned this
@@ -54,6 +56,9 @@ elseif c and st.admin then
 end
 if c then
   redis.call('ZADD', k.timeouts, now + ttl, token)
+  if st.limit and ARGV[8] ~= '0' and st.limit ~= tonumber(ARGV[8]) then
+    return {1, c, st.limit}
+  end
   return {1, c}
 end
 

@@ -54,6 +54,13 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		add(prefix+" 0", func(ctx C, e *E) error { return run(ctx, e, 0) })
 		add(prefix+" -1", func(ctx C, e *E) error { return run(ctx, e, -1) })
 	}
+	// inexact adds counts above 2^53 - 1, which a Lua number cannot hold
+	// exactly: 2^53, 2^53 + 1 and MaxInt64.
+	inexact := func(prefix string, run func(ctx C, e *E, n int) error) {
+		add(prefix+" 2^53", func(ctx C, e *E) error { return run(ctx, e, 1<<53) })
+		add(prefix+" 2^53+1", func(ctx C, e *E) error { return run(ctx, e, 1<<53+1) })
+		add(prefix+" MaxInt64", func(ctx C, e *E) error { return run(ctx, e, math.MaxInt64) })
+	}
 	// ids adds negative ids: -1 and the most negative.
 	ids := func(method string, run func(ctx C, e *E, id int64) error) {
 		add(method+": id -1", func(ctx C, e *E) error { return run(ctx, e, -1) })
@@ -94,6 +101,7 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		}
 		names(method, func(ctx C, e *E, name string) error { return run(ctx, e, name, semOpts{Limit: 1}) })
 		counts(method+": Limit", func(ctx C, e *E, n int) error { return run(ctx, e, "s", semOpts{Limit: n}) })
+		inexact(method+": Limit", func(ctx C, e *E, n int) error { return run(ctx, e, "s", semOpts{Limit: n}) })
 		durations(method+": TTL", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, TTL: d}) })
 		if !strings.HasPrefix(method, "Try") {
 			durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, Wait: d}) })
@@ -103,6 +111,7 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 	names("SemaphoreInfo", func(ctx C, e *E, name string) error { _, err := e.SemaphoreInfo(ctx, name); return err })
 	names("SetSemaphoreLimit", func(ctx C, e *E, name string) error { return e.SetSemaphoreLimit(ctx, name, 2) })
 	counts("SetSemaphoreLimit: limit", func(ctx C, e *E, n int) error { return e.SetSemaphoreLimit(ctx, "s", n) })
+	inexact("SetSemaphoreLimit: limit", func(ctx C, e *E, n int) error { return e.SetSemaphoreLimit(ctx, "s", n) })
 	durations("Permit.Extend: duration", func(ctx C, e *E, d time.Duration) error { return permit.Extend(ctx, d) })
 
 	names("AddRecent", func(ctx C, e *E, name string) error { return e.AddRecent(ctx, name, "x") })
@@ -111,10 +120,12 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 	add("RemoveRecent: empty item", func(ctx C, e *E) error { return e.RemoveRecent(ctx, "l", "") })
 	names("SuggestRecent", func(ctx C, e *E, name string) error { _, err := e.SuggestRecent(ctx, name, "a", 1); return err })
 	counts("SuggestRecent: limit", func(ctx C, e *E, n int) error { _, err := e.SuggestRecent(ctx, "l", "a", n); return err })
+	inexact("SuggestRecent: limit", func(ctx C, e *E, n int) error { _, err := e.SuggestRecent(ctx, "l", "a", n); return err })
 	names("AddMembers", func(ctx C, e *E, name string) error { return e.AddMembers(ctx, name, "x") })
 	names("RemoveMembers", func(ctx C, e *E, name string) error { return e.RemoveMembers(ctx, name, "x") })
 	names("Suggest", func(ctx C, e *E, name string) error { _, err := e.Suggest(ctx, name, "a", 1); return err })
 	counts("Suggest: limit", func(ctx C, e *E, n int) error { _, err := e.Suggest(ctx, "s", "a", n); return err })
+	inexact("Suggest: limit", func(ctx C, e *E, n int) error { _, err := e.Suggest(ctx, "s", "a", n); return err })
 
 	names("MarkActive", func(ctx C, e *E, name string) error { return e.MarkActive(ctx, name, "p", 1) })
 	ids("MarkActive", func(ctx C, e *E, id int64) error { return e.MarkActive(ctx, "g", "p", id) })
@@ -163,6 +174,7 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		"CountActive":         func(ctx C, e *E) error { _, err := e.CountActive(ctx, "g", "p"); return err },
 		"CountActiveAll":      func(ctx C, e *E) error { _, err := e.CountActiveAll(ctx, "g", "p"); return err },
 		"Close":               func(ctx C, e *E) error { return e.Close(ctx) },
+		"Ping":                func(ctx C, e *E) error { return e.Ping(ctx) },
 		"Lock.Unlock":         func(ctx C, e *E) error { return held.Unlock(ctx) },
 		"Lock.Extend":         func(ctx C, e *E) error { return held.Extend(ctx, 0) },
 		"Lock.TTL":            func(ctx C, e *E) error { _, err := held.TTL(ctx); return err },
@@ -214,6 +226,12 @@ func badInputWritesNothing(t *testing.T, s *testserver.Server) {
 	bad := atomicredis.New(s.Engines, atomicredis.WithNamespace(s.NS+"{"))
 	if err := tryLock("x", lockOpts{})(ctx, bad); !errors.Is(err, atomicredis.ErrInvalid) {
 		t.Errorf("TryLock on an engine with a braced namespace: %v, want ErrInvalid", err)
+	}
+	for _, n := range []int{1 << 53, math.MaxInt64} { // a capacity a Lua number cannot hold
+		big := atomicredis.New(s.Engines, atomicredis.WithNamespace(s.NS), atomicredis.WithRecentCapacity(n))
+		if err := big.AddRecent(ctx, "l", "x"); !errors.Is(err, atomicredis.ErrInvalid) {
+			t.Errorf("AddRecent on an engine with recent capacity %d: %v, want ErrInvalid", n, err)
+		}
 	}
 	if after := s.Snapshot(t); !maps.Equal(before, after) {
 		t.Errorf("bad input changed keys:\n%q\n->\n%q", before, after)

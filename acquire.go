@@ -279,16 +279,8 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 		case err != nil && (mode == 0 || !retryable(err)):
 			return w.g, a.obj.err(err)
 		case err != nil:
-			w.failure = err
-			if !time.Now().Before(w.deadline) {
-				return w.g, w.ended(nil)
-			}
-			pause = backoff(pause, 500*time.Millisecond)
-			if errors.Is(err, redis.ErrPoolExhausted) {
-				pause = exhaustedPause // nothing was sent: look at the pool again soon
-			}
-			if err := e.sleep(ctx, min(pause, time.Until(w.deadline))); err != nil {
-				return w.g, w.ended(err)
+			if err := e.retry(ctx, w, err, &pause); err != nil {
+				return w.g, err
 			}
 			continue
 		case at.granted:
@@ -302,17 +294,40 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			return w.g, a.obj.errorf("%s: %w", at.refusal(a.obj), ErrNotAcquired)
 		}
 		args[len(a.keys)+1] = 2 // the next call extends the entry
-		if !w.g.queued {
-			ev := a.obj.event(EventQueued, a.token, 0, nil)
-			ev.Queued, ev.Wait = true, time.Since(w.start)
-			e.observe(ev)
-		}
-		w.queued(at, sent)
+		e.joined(w, at, sent)
 		pause = 0
 		if handed, err := e.await(ctx, w, wk, at.hint); handed || err != nil {
 			return w.g, err
 		}
 	}
+}
+
+// retry pauses after a failed attempt that a wait may try again (err),
+// up to pause (the last pause, updated), or returns why the wait ends.
+func (e *Engine) retry(ctx context.Context, w *waiting, err error, pause *time.Duration) error {
+	w.failure = err
+	if !time.Now().Before(w.deadline) {
+		return w.ended(nil)
+	}
+	*pause = backoff(*pause, 500*time.Millisecond)
+	if errors.Is(err, redis.ErrPoolExhausted) {
+		*pause = exhaustedPause // nothing was sent: look at the pool again soon
+	}
+	if err := e.sleep(ctx, min(*pause, time.Until(w.deadline))); err != nil {
+		return w.ended(err)
+	}
+	return nil
+}
+
+// joined records an attempt that left the caller queued (w.queued), and
+// tells the observer the first time.
+func (e *Engine) joined(w *waiting, at attempt, sent time.Time) {
+	if !w.g.queued {
+		ev := w.a.obj.event(EventQueued, w.a.token, 0, nil)
+		ev.Queued, ev.Wait = true, time.Since(w.start)
+		e.observe(ev)
+	}
+	w.queued(at, sent)
 }
 
 // queued records an attempt that left the caller queued. A grant handed to

@@ -128,9 +128,6 @@ const (
 	AbandonTimeout = time.Second
 )
 
-// ---------------------------------------------------------------------------
-// The engine
-
 // Engine runs the scripts against a pool. It is safe for concurrent use.
 // Make one with New; a nil or zero Engine returns ErrInvalid from every
 // call.
@@ -222,18 +219,15 @@ func (e *Engine) usable() error {
 	return e.err
 }
 
-// Close ends the engine's work: waits under way end at once with an error
-// wrapping ErrClosed (a grant that reaches one later is passed on), and
-// every lock and permit the engine still holds is released, after its
-// watchdog stops: its Lost channel closes, its contexts end with a cause
-// wrapping ErrClosed, and the observer gets EventReleased. An Unlock or
-// Release in flight meanwhile returns its own result; one made afterwards
-// returns nil; the holdings' other calls return ErrClosed. Close then ends
-// the wake subscription and waits for it and for the background abandons
-// of acquisitions cut off mid-call. Releasing and waiting end with ctx (or
-// ReleaseTimeout, for the releases, if ctx has no deadline); an error
-// names what did not finish. Afterwards the engine takes no new locks or
-// permits (ErrClosed). Close is safe to call more than once.
+// Close ends the engine's work. Waits under way end at once with an error
+// wrapping ErrClosed (a grant that reaches one later is passed on). Every
+// lock and permit the engine still holds is released, its watchdog
+// stopped first: its Lost closes, its contexts end with a cause wrapping
+// ErrClosed, the observer gets EventReleased; an Unlock or Release then
+// returns nil, its other calls ErrClosed. Close waits, until ctx ends (the
+// releases: or ReleaseTimeout), for the releases, the wake subscription
+// and the background abandons; an error names what did not finish. It is
+// safe to call more than once.
 func (e *Engine) Close(ctx context.Context) error {
 	if e == nil || e.stop == nil {
 		return e.usable()
@@ -339,16 +333,6 @@ func (e *Engine) object(k *kind, name string) (object, error) {
 // braces make every key of one object hash to the same cluster slot.
 func (o object) key(suffix string) string {
 	return o.ns + o.kind.word + ":{" + o.name + "}" + suffix
-}
-
-// writeKey writes key(suffix) to b.
-func (o object) writeKey(b *strings.Builder, suffix string) {
-	b.WriteString(o.ns)
-	b.WriteString(o.kind.word)
-	b.WriteString(":{")
-	b.WriteString(o.name)
-	b.WriteString("}")
-	b.WriteString(suffix)
 }
 
 func (o object) err(err error) error {

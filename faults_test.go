@@ -668,6 +668,8 @@ func TestClientClockOnlyPaces(t *testing.T) {
 		"acquire":    "the wait's start and deadline, and how long it took, for its event",
 		"attempts":   "the wait's deadline, when each attempt was sent (the watchdog's first base)",
 		"await":      "when to extend the queue entry, up to the wait's deadline",
+		"retry":      "the pause before trying again, up to the wait's deadline",
+		"joined":     "how long a call had tried when it queued, for EventQueued",
 		"ended":      "how long a wait took, for its error",
 		"watch":      "extension pacing and giving up once the lease must have run out",
 		"extend":     "when the extension was sent, for the watchdog",

@@ -64,6 +64,16 @@ func (ops *holdOps) keysAnd(o object, more ...string) []any {
 	return keys
 }
 
+// writeKey writes o.key(suffix) to b.
+func (o object) writeKey(b *strings.Builder, suffix string) {
+	b.WriteString(o.ns)
+	b.WriteString(o.kind.word)
+	b.WriteString(":{")
+	b.WriteString(o.name)
+	b.WriteString("}")
+	b.WriteString(suffix)
+}
+
 // holding is what a Lock and a Permit share: one grant of an object, its
 // lease, what keeps it in the background (a watchdog; or, for a holding a
 // release handed over to a waiter, its confirmation), and how its end is

@@ -6,7 +6,8 @@
 // client clock deciding who holds what.
 //
 // Every key of one object shares a cluster hash tag, <ns><kind>:{<name>},
-// so each script touches a single slot.
+// so each script touches a single slot (activity bitmaps excepted: each
+// shard of a group has a tag of its own, to spread over a cluster).
 package atomicredis
 
 import (
@@ -77,8 +78,8 @@ var (
 	// ErrClosed: the engine was closed and takes no new locks or permits.
 	ErrClosed = errors.New("engine closed")
 	// ErrNotReplicated: fewer replicas than WithReplicaAck asks for
-	// acknowledged a write in time. An acquisition was abandoned; an Extend or
-	// Extend kept what it set.
+	// acknowledged a write in time. An acquisition was abandoned; a
+	// Lock.Extend or Permit.Extend kept what it set.
 	ErrNotReplicated = errors.New("not replicated")
 )
 
@@ -224,10 +225,10 @@ func (e *Engine) usable() error {
 // lock and permit the engine still holds is released, its watchdog
 // stopped first: its Lost closes, its contexts end with a cause wrapping
 // ErrClosed, the observer gets EventReleased; an Unlock or Release then
-// returns nil, its other calls ErrClosed. Close waits, until ctx ends (the
-// releases: or ReleaseTimeout), for the releases, the wake subscription
-// and the background abandons; an error names what did not finish. It is
-// safe to call more than once.
+// returns nil, its other calls ErrClosed. The releases are bounded by
+// ctx's deadline, or ReleaseTimeout if it has none; Close then waits,
+// until ctx ends, for the wake subscription and the background abandons.
+// An error names what did not finish. It is safe to call more than once.
 func (e *Engine) Close(ctx context.Context) error {
 	if e == nil || e.stop == nil {
 		return e.usable()

@@ -31,10 +31,12 @@ func (t EventType) String() string {
 }
 
 // Event is one thing that happened to a lock, read-write lock hold or
-// permit, as WithObserver sees it. Object is "lock", "read-write lock" or
-// "semaphore"; Token and Fence are zero where there is no holding (a
-// refusal; a limit that differs; a background error of the wake-up
-// machinery, which also has no Name).
+// permit, as WithObserver sees it. Object is ObjectLock,
+// ObjectReadWriteLock or ObjectSemaphore. Fence is zero where there is no
+// holding (a refusal, a limit that differs, a call that queued, a
+// background error); Token is set where a call's token is known (a
+// holding, a call that queued, an abandon that failed). A background
+// error of the wake-up machinery has no Object and no Name.
 type Event struct {
 	Type       EventType
 	Object     string

@@ -24,7 +24,7 @@ type LockOptions struct {
 // report ErrNotHeld.
 type Lock struct{ holding }
 
-// lockOps: the lock (hash: token, seq, fence), its fence counter, its
+// lockOps: the lock (a string "token fence seq"), its fence counter, its
 // queue and its waiters.
 var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
@@ -37,7 +37,8 @@ var errNilLock = &Error{Err: fmt.Errorf("nil lock: %w", ErrNotHeld)}
 // release hands the lock to the first live waiter inside its own script
 // and publishes the grant on the waiter's engine's wake channel, so the
 // waiter returns as soon as the message arrives, with no further round
-// trip (see holding for how such a lock is confirmed).
+// trip (it is confirmed in the background, or by TTL, Held, Extend or the
+// watchdog: see the README's Waiting section).
 //
 // It returns an error wrapping ErrNotAcquired when the server kept the
 // caller queued until the wait ran out or ctx ended (then wrapping
@@ -51,7 +52,7 @@ func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, e
 
 // TryLock makes one attempt at the named lock and returns an error wrapping
 // ErrNotAcquired if another holds it or live waiters are queued. o.Wait is
-// not used (a negative or sub-millisecond one is still ErrInvalid).
+// neither used nor checked.
 func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
 	return e.lock(ctx, lockOps, "", name, o, false)
 }

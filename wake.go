@@ -113,7 +113,7 @@ func (k *waker) join(token string) *waiter {
 		k.idle = nil
 	}
 	k.quit = false
-	// Never goBackground here: on an engine closed meanwhile it would run
+	// Never run k.run here directly: on an engine closed meanwhile it would run
 	// k.run on this goroutine, which holds k.mu that run takes.
 	if !k.running && k.budget > 0 && k.e.goTracked(k.run) {
 		k.running = true // run takes k.mu first, so it sees this

@@ -4,7 +4,7 @@ go 1.22
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/atomicredis/atomicredis v0.0.0-20261124032028-d9a9cb130f2f
+	github.com/atomicredis/atomicredis v0.0.0-20261124044439-ac68a38ee174
 	github.com/gomodule/redigo v1.9.3
 	github.com/redis/go-redis/v9 v9.7.3
 	go.uber.org/goleak v1.3.0

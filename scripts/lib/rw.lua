@@ -8,10 +8,10 @@
 -- A token starts with its mode, "r-" a reader, "w-" a writer, so a queue
 -- entry carries its waiter's. Readers hold together; a writer holds alone.
 --
--- The common paths (taking a free lock, releasing with nobody queued) make
--- no more calls than lock_acquire and lock_release, and cheaper ones: keys
--- a path does not write are not read for their type, emptiness is asked
--- with ZCARD, and the holds hash is written only by handoffs and extensions.
+-- On the common paths (taking a free lock, releasing with nobody queued)
+-- keys a path does not write are not read for their type, emptiness is
+-- asked with ZCARD, and the holds hash is written only by handoffs and
+-- extensions.
 
 -- rw_fence_ok reads the fence counter into k.last: an error reply if it
 -- holds text.

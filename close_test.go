@@ -148,6 +148,7 @@ func TestUnlockBesideClose(t *testing.T) {
 // A grant that reaches a call after Close ran is passed on: the call
 // returns ErrClosed and the lock is free.
 func TestGrantAfterCloseIsPassedOn(t *testing.T) {
+	t.Parallel() // a server of its own; it waits out a ReleaseTimeout or a held-back reply
 	s := testserver.Mini(t)
 	s.Realtime(t)
 	ctx := ctxT(t)

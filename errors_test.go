@@ -19,6 +19,7 @@ import (
 // failure), and matches context.DeadlineExceeded only when the caller's
 // context ended.
 func TestUnlockNamesItsCause(t *testing.T) {
+	t.Parallel() // a server of its own; it waits out a ReleaseTimeout or a held-back reply
 	s := testserver.Mini(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

@@ -20,8 +20,9 @@ type request struct {
 	wait     time.Duration // how long to wait; 0: DefaultWait
 	mayWait  bool          // false: one attempt
 	watchdog bool
-	extra    []any // the acquire script's arguments after the standard ones
-	limit    int   // a semaphore's Limit (0: the stored one), reported if the stored one differs
+	extra    []any  // the acquire script's arguments after the standard ones
+	limit    int    // a semaphore's Limit (0: the stored one), reported if the stored one differs
+	owner    string // stored with the holding; "" for none
 }
 
 // take checks r, acquires a holding of the named object into h, and tells
@@ -44,6 +45,15 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 			return err
 		}
 	}
+	if len(r.owner) > MaxOwner {
+		return obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(r.owner), MaxOwner, ErrInvalid)
+	}
+	if r.owner != "" {
+		if r.ops.kind != kindLock && r.ops.kind != kindElection {
+			return obj.errorf("Owner is stored with exclusive locks only, not yet with read-write locks or permits: %w", ErrInvalid)
+		}
+		r.extra = append(r.extra[:len(r.extra):len(r.extra)], r.owner)
+	}
 	token, err := newToken()
 	if err != nil {
 		return obj.err(err)
@@ -57,7 +67,7 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	g, err := e.acquire(ctx, a)
 	if err == nil {
 		h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
-		h.fence, h.queued = g.fence, g.queued
+		h.fence, h.queued, h.owner = g.fence, g.queued, r.owner
 		h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, lease, g.sent, !g.handed
 		if !e.adopt(h, r.watchdog || g.handed) { // granted as Close ran: pass it on
 			e.abandon(a)

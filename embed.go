@@ -23,6 +23,7 @@ var (
 	scriptLockLocked  = load("lock_locked", 1)
 	scriptLockInfo    = load("lock_info", 2, "queue")
 	scriptLockForce   = load("lock_force", 4, "queue", "lock")
+	scriptLockOwner   = load("lock_owner", 1)
 
 	scriptRWAcquire = load("rw_acquire", 6, "queue", "rw")
 	scriptRWAbandon = load("rw_abandon", 6, "queue", "rw")

@@ -101,6 +101,7 @@ const (
 	ObjectRecentList    = "recent list"
 	ObjectMemberSet     = "member set"
 	ObjectActivityGroup = "activity group"
+	ObjectElection      = "election"
 )
 
 func (e *Error) Error() string {
@@ -307,6 +308,7 @@ var (
 	kindRecent   = &kind{ObjectRecentList, "recent"}
 	kindMembers  = &kind{ObjectMemberSet, "members"}
 	kindActivity = &kind{ObjectActivityGroup, ""}
+	kindElection = &kind{ObjectElection, "election"}
 )
 
 // object is one named object of an engine: it builds its keys and its

@@ -20,6 +20,7 @@ type holdOps struct {
 	suffixes                                []string
 	extendKeys, pttlKeys                    int
 	acquire, abandon, release, extend, pttl *redis.Script
+	owner                                   *redis.Script // SetOwner's (its key: the first); nil if the kind stores no Owner
 }
 
 // keys are the object's keys in the scripts' order.
@@ -103,12 +104,14 @@ type holding struct {
 
 	acq       acquisition // how it was taken (take's, kept here to save an allocation)
 	releasing sync.Mutex  // held by the release under way: the caller's or Close's
+	owning    sync.Mutex  // held by the SetOwner under way, so that owner is the last one stored
 
 	mu         sync.Mutex
 	lease      time.Duration                         // what extensions ask for
 	extended   time.Time                             // when the last extension the server applied (or the grant) was sent
 	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
 	seq        int64                                 // the last extension's number (lock_extend, rw_extend)
+	owner      string                                // the Owner stored with it
 	ended      error                                 // why it ended (released, lost, the engine closed); nil while held
 	byClose    bool                                  // Close released it
 	lostCh     chan struct{}                         // made when Lost is first called
@@ -449,4 +452,39 @@ func canceled(parent context.Context) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(parent)
 	cancel()
 	return ctx, cancel
+}
+
+// currentOwner is the Owner last stored with h.
+func (h *holding) currentOwner() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.owner
+}
+
+// setOwner is Lock.SetOwner: it stores owner with the holding, if it is
+// still held, and keeps it as h's. One call at a time, so that h's owner
+// is the one the server stores.
+func (h *holding) setOwner(ctx context.Context, owner string) error {
+	if err := h.usable(ctx); err != nil {
+		return err
+	}
+	if len(owner) > MaxOwner {
+		return h.obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(owner), MaxOwner, ErrInvalid)
+	}
+	if h.ops.owner == nil {
+		return h.obj.errorf("Owner is stored with exclusive locks only, not yet with read-write locks or permits: %w", ErrInvalid)
+	}
+	h.owning.Lock()
+	defer h.owning.Unlock()
+	n, err := redis.Int64(h.e.eval(ctx, h.obj, h.ops.owner, h.keys[0], h.tokenArg, owner))
+	if err != nil {
+		return err
+	}
+	if n == 0 {
+		return h.notHeld()
+	}
+	h.mu.Lock()
+	h.owner = owner
+	h.mu.Unlock()
+	return nil
 }

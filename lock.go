@@ -16,7 +16,14 @@ type LockOptions struct {
 	TTL      time.Duration // lease; 0 = 10s
 	Wait     time.Duration // how long Lock waits; 0 = 10s (TryLock never waits)
 	Watchdog bool          // extend the lease every TTL/3 until Unlock or loss
+	// Owner is stored with the holding for others to read (LockInfo.Owner,
+	// an election's Leader): who holds it, in any bytes, at most MaxOwner.
+	// "" stores none, and costs nothing.
+	Owner string
 }
+
+// MaxOwner is the longest Owner a holding takes, in bytes.
+const MaxOwner = 1024
 
 // Lock is one holding of a named lock, or one hold (a reader's or the
 // writer's) of a read-write lock. Its methods are safe for concurrent use,
@@ -24,11 +31,11 @@ type LockOptions struct {
 // report ErrNotHeld.
 type Lock struct{ holding }
 
-// lockOps: the lock (a string "token fence seq"), its fence counter, its
-// queue and its waiters.
+// lockOps: the lock (a string "token fence seq[ owner]"), its fence
+// counter, its queue and its waiters.
 var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
-	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL}
+	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner}
 
 var errNilLock = &Error{Err: fmt.Errorf("nil lock: %w", ErrNotHeld)}
 
@@ -62,7 +69,7 @@ func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock
 // what each waiter wants.
 func (e *Engine) lock(ctx context.Context, ops *holdOps, prefix, name string, o LockOptions, mayWait bool) (*Lock, error) {
 	l := &Lock{}
-	err := e.take(ctx, &l.holding, name, request{ops: ops, prefix: prefix, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog})
+	err := e.take(ctx, &l.holding, name, request{ops: ops, prefix: prefix, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog, owner: o.Owner})
 	if err != nil {
 		return nil, err
 	}
@@ -172,6 +179,27 @@ func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	return l.ttl(ctx)
 }
 
+// Owner returns the Owner stored with this holding: LockOptions.Owner, or
+// the last SetOwner's ("" for a nil lock).
+func (l *Lock) Owner() string {
+	if l == nil {
+		return ""
+	}
+	return l.currentOwner()
+}
+
+// SetOwner stores owner (at most MaxOwner bytes; "" for none) with the
+// lock in place of its Owner, in one script that changes nothing else (the
+// lease runs on). It returns an error wrapping ErrNotHeld, and stores
+// nothing, if the lock is no longer this holder's. For an election's
+// leader it is Proclaim: observers see the new value in the same term.
+func (l *Lock) SetOwner(ctx context.Context, owner string) error {
+	if l == nil {
+		return errNilLock
+	}
+	return l.setOwner(ctx, owner)
+}
+
 // Held reports whether this holder still holds the lock (false for a nil
 // lock).
 func (l *Lock) Held(ctx context.Context) (bool, error) {
@@ -185,6 +213,7 @@ type LockInfo struct {
 	Fence   int64         // the holder's fence
 	TTL     time.Duration // the holder's remaining lease
 	Waiting int           // live waiters queued
+	Owner   string        // the Owner stored with the holding, "" if none
 }
 
 // LockInfo returns who holds the named lock, for how long, and how many
@@ -197,7 +226,7 @@ func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
 		return info, err
 	}
 	v, err := redis.Values(e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters")))
-	if err == nil && len(v) != 4 {
+	if err == nil && len(v) != 5 {
 		err = obj.errorf("unexpected reply %v", v)
 	}
 	if err != nil {
@@ -210,6 +239,7 @@ func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
 	info.TTL = time.Duration(max(ms, 0)) * time.Millisecond
 	waiting, _ := redis.Int(v[3], nil)
 	info.Waiting = waiting
+	info.Owner, _ = redis.String(v[4], nil)
 	return info, nil
 }
 

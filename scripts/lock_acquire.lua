@@ -10,7 +10,7 @@
 -- in ms, ARGV[5] fence retention in ms, ARGV[6] the caller's engine id
 -- (see lib/queue.lua); ARGV[7] (the wake channel prefix, which every
 -- acquire script is given) is not needed: a lock_acquire hands the lock to
--- nobody else
+-- nobody else; ARGV[8] the Owner to store with the holding (absent: none)
 -- reply: {1, fence} if the caller holds the lock now, for the full lease;
 -- {0, holder's PTTL in ms (-1: free, but live waiters are ahead; also -1
 -- for a waiter not at the head, which needs no hint), rank in the queue
@@ -38,7 +38,9 @@ if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then -- the common case
   else
     redis.call('PEXPIRE', KEYS[2], ARGV[5])
   end
-  redis.call('SET', KEYS[1], token .. ' ' .. string.format('%.0f', f) .. ' 0', 'PX', ARGV[4])
+  local value = token .. ' ' .. string.format('%.0f', f) .. ' 0'
+  if ARGV[8] then value = value .. ' ' .. ARGV[8] end
+  redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
   return {1, f}
 end
 -- (libraries)
@@ -66,7 +68,7 @@ if not holder then -- free: the caller takes it unless a live waiter is ahead
       q_leave(k.q, k.w, token)
     end
     local f = counter_next(k.fence, last, ARGV[5])
-    lock_grant(k, token, f, ARGV[4])
+    lock_grant(k, token, f, ARGV[4], ARGV[8])
     return {1, f}
   end
   if ARGV[2] == '0' then
@@ -78,7 +80,7 @@ end
 if now == 0 then
   now = now_ms()
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2')
+local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', ARGV[8])
 local pttl = -1
 if holder and rank == 0 then
   pttl = redis.call('PTTL', k.lock) -- the head takes over when the lease ends

@@ -2,7 +2,7 @@
 -- and no later extension of its own has landed first. It also confirms a
 -- lock handed over to a waiter, whose lease ran only to the end of its
 -- queue entry.
--- KEYS[1] lock ("token fence seq")
+-- KEYS[1] lock ("token fence seq[ owner]": the owner is kept)
 -- ARGV[1] token, ARGV[2] new lease in ms, ARGV[3] the extension's sequence
 -- number (the holder numbers its extensions 1, 2, 3, ... as it sends them)
 -- reply: 1 if extended; 2 if held but this extension is older than one
@@ -16,7 +16,7 @@ local v = redis.call('GET', KEYS[1])
 if not v then
   return 0
 end
-local token, fence, seq = string.match(v, '^(%S+) (%d+) (%d+)$')
+local token, fence, seq, owner = string.match(v, '^(%S+) (%d+) (%d+)(.*)$')
 if token ~= ARGV[1] then
   return 0
 end
@@ -26,5 +26,5 @@ end
 -- PEXPIRE first: it is not refused at maxmemory, and once a script has
 -- written Redis lets it finish, so a holder can extend under noeviction.
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[1], token .. ' ' .. fence .. ' ' .. ARGV[3], 'PX', ARGV[2])
+redis.call('SET', KEYS[1], token .. ' ' .. fence .. ' ' .. ARGV[3] .. owner, 'PX', ARGV[2])
 return 1

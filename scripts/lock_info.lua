@@ -2,11 +2,11 @@
 -- are queued. Writes nothing.
 -- KEYS[1] lock, KEYS[2] waiters
 -- reply: {holder's token (false if free), its fence, its PTTL in ms, live
--- waiters}.
+-- waiters, the Owner stored with it ("" if none)}.
 local v = redis.call('GET', KEYS[1])
-local token, fence, pttl = false, '0', -1
+local token, fence, owner, pttl = false, '0', '', -1
 if v then
-  token, fence = string.match(v, '^(%S+) (%d+) ')
+  token, fence, owner = string.match(v, '^(%S+) (%d+) %d+ ?(.*)$')
   pttl = redis.call('PTTL', KEYS[1])
 end
-return {token, fence, pttl, q_live(KEYS[2], now_ms())}
+return {token, fence, pttl, q_live(KEYS[2], now_ms()), owner}

@@ -18,6 +18,7 @@ var noInvalidArgument = map[string]string{
 	"Lock.Fence":     "takes nothing",
 	"Lock.Lost":      "takes nothing",
 	"Lock.Context":   "takes only a parent context (nil is taken as Background)",
+	"Lock.Owner":     "takes nothing",
 	"Permit.Lost":    "takes nothing",
 	"Permit.Context": "takes only a parent context (nil is taken as Background)",
 	"Permit.Token":   "takes nothing",
@@ -45,6 +46,8 @@ func invalidCases(m reflect.Method) []string {
 		switch {
 		case in == ctxType:
 			cases = append(cases, "nil ctx")
+		case in.Kind() == reflect.String && m.Name == "SetOwner":
+			cases = append(cases, "owner too long")
 		case in.Kind() == reflect.String && !named:
 			named = true
 			for _, n := range badNames {
@@ -62,6 +65,8 @@ func invalidCases(m reflect.Method) []string {
 				f := in.Field(j)
 				switch {
 				case f.Name == "Wait" && strings.HasPrefix(m.Name, "Try"): // not used
+				case f.Name == "Owner":
+					cases = append(cases, "Owner too long")
 				case f.Type == durType:
 					durations(f.Name)
 				case f.Type.Kind() == reflect.Int:

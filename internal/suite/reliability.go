@@ -85,7 +85,13 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		if !strings.HasPrefix(method, "Try") { // a Try form's Wait is not used
 			durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "a", lockOpts{Wait: d}) })
 		}
+		add(method+": Owner too long", func(ctx C, e *E) error {
+			return run(ctx, e, "a", lockOpts{Owner: strings.Repeat("o", atomicredis.MaxOwner+1)})
+		})
 	}
+	add("Lock.SetOwner: owner too long", func(ctx C, e *E) error {
+		return held.SetOwner(ctx, strings.Repeat("o", atomicredis.MaxOwner+1))
+	})
 	names("IsLocked", func(ctx C, e *E, name string) error { _, err := e.IsLocked(ctx, name); return err })
 	names("LockInfo", func(ctx C, e *E, name string) error { _, err := e.LockInfo(ctx, name); return err })
 	names("ForceUnlock", func(ctx C, e *E, name string) error { _, err := e.ForceUnlock(ctx, name); return err })
@@ -179,6 +185,7 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		"Lock.Extend":         func(ctx C, e *E) error { return held.Extend(ctx, 0) },
 		"Lock.TTL":            func(ctx C, e *E) error { _, err := held.TTL(ctx); return err },
 		"Lock.Held":           func(ctx C, e *E) error { _, err := held.Held(ctx); return err },
+		"Lock.SetOwner":       func(ctx C, e *E) error { return held.SetOwner(ctx, "x") },
 		"Permit.Release":      func(ctx C, e *E) error { return permit.Release(ctx) },
 		"Permit.Extend":       func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
 		"Permit.TTL":          func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },

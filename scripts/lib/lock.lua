@@ -1,25 +1,37 @@
 -- lock: the keys of a lock and its handoff (shared by the lock scripts;
 -- needs lib/queue.lua). k names the keys: lock (a string "token fence
--- seq": the holder, its fence and its last extension's number; it lives
--- as long as the lease), fence (the counter), q, w (the queue).
+-- seq" or "token fence seq owner": the holder, its fence, its last
+-- extension's number and the Owner stored with it, any bytes; it lives as
+-- long as the lease), fence (the counter), q, w (the queue).
 
--- lock_parse returns the holder, fence and extension number of a lock's
--- value v (as GET read it), nil if v is (the lock is free).
+-- lock_parse returns the holder, fence, extension number and owner (nil
+-- if none) of a lock's value v (as GET read it), nil if v is (the lock is
+-- free).
 local function lock_parse(v)
   if not v then return nil end
-  local token, fence, seq = string.match(v, '^(%S+) (%d+) (%d+)$')
-  return token, tonumber(fence), tonumber(seq)
+  local token, fence, seq, owner = string.match(v, '^(%S+) (%d+) (%d+) ?(.*)$')
+  if owner == '' then owner = nil end
+  return token, tonumber(fence), tonumber(seq), owner
 end
 
--- lock_read returns the lock's holder, fence and extension number, nil if
--- it is free.
+-- lock_value is the lock's value for holder token with fence f (a number),
+-- extension number seq (a string) and owner (nil: none).
+local function lock_value(token, f, seq, owner)
+  local v = token .. ' ' .. fmt(f) .. ' ' .. seq
+  if owner then v = v .. ' ' .. owner end
+  return v
+end
+
+-- lock_read returns the lock's holder, fence, extension number and owner,
+-- nil if it is free.
 local function lock_read(lock)
   return lock_parse(redis.call('GET', lock))
 end
 
--- lock_grant makes token the holder with fence f for ms milliseconds.
-local function lock_grant(k, token, f, ms)
-  redis.call('SET', k.lock, token .. ' ' .. fmt(f) .. ' 0', 'PX', ms)
+-- lock_grant makes token the holder with fence f and owner (nil: none) for
+-- ms milliseconds.
+local function lock_grant(k, token, f, ms, owner)
+  redis.call('SET', k.lock, lock_value(token, f, '0', owner), 'PX', ms)
 end
 
 -- lock_handoff gives the lock, which the caller has just freed, to the
@@ -29,11 +41,11 @@ end
 -- it to its own lease (its confirmation). Returns false if no live waiter
 -- was queued (the caller then deletes the lock).
 local function lock_handoff(k, last, now, retention, wake)
-  local head, deadline, engine, arrival = q_head(k.q, k.w, now)
+  local head, deadline, engine, arrival, owner = q_head(k.q, k.w, now)
   if not head then return false end
   q_leave(k.q, k.w, head)
   local f = counter_next(k.fence, last, retention)
-  lock_grant(k, head, f, deadline - now)
+  lock_grant(k, head, f, deadline - now, owner)
   q_wake(wake, engine, head, f, arrival)
   return true
 end

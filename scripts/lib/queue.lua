@@ -3,9 +3,10 @@
 -- scripts that use it (embed.go's load).
 --
 -- A queue is two keys under the object's hash tag: a sorted set token ->
--- arrival number (the order), and a hash token -> "deadline engine": when
--- the entry lapses unless its waiter extends it (server ms), and the id of
--- the engine that waits. A release that hands the object to a waiter
+-- arrival number (the order), and a hash token -> "deadline engine" or
+-- "deadline engine owner": when the entry lapses unless its waiter extends
+-- it (server ms), the id of the engine that waits, and the Owner the
+-- waiter asked to be stored with its holding (any bytes; absent if none). A release that hands the object to a waiter
 -- publishes "token fence arrival" on that engine's wake channel, <wake
 -- prefix><engine id>.
 --
@@ -50,11 +51,14 @@ local function counter_next(key, last, retention)
   return f
 end
 
+-- q_entry returns token's entry: its deadline, engine id and owner (nil
+-- if none), nil if it is not queued.
 local function q_entry(w, token)
   local e = redis.call('HGET', w, token)
   if not e then return nil end
-  local sp = string.find(e, ' ', 1, true)
-  return tonumber(string.sub(e, 1, sp - 1)), string.sub(e, sp + 1)
+  local deadline, engine, owner = string.match(e, '^(%d+) (%S+) ?(.*)$')
+  if owner == '' then owner = nil end
+  return tonumber(deadline), engine, owner
 end
 
 local function q_leave(q, w, token)
@@ -63,15 +67,15 @@ local function q_leave(q, w, token)
 end
 
 -- q_head returns the first live waiter (token, entry deadline, engine id,
--- arrival number), dropping lapsed entries in front of it; nil if none is
--- queued.
+-- arrival number, owner or nil), dropping lapsed entries in front of it;
+-- nil if none is queued.
 local function q_head(q, w, now)
   while true do
     local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
     local head = first[1]
     if not head then return nil end
-    local deadline, engine = q_entry(w, head)
-    if deadline and deadline > now then return head, deadline, engine, tonumber(first[2]) end
+    local deadline, engine, owner = q_entry(w, head)
+    if deadline and deadline > now then return head, deadline, engine, tonumber(first[2]), owner end
     q_leave(q, w, head)
   end
 end
@@ -108,10 +112,13 @@ end
 -- arrival number (0 for an extension). An arrival number is the last one
 -- plus one, and at least the server's clock in ms times 1000, so that no
 -- entry of a token ever gets the number of an earlier one (a wake-up names
--- the entry it was for). The entry is written first: the waiters hash's
+-- the entry it was for). owner (nil: none) goes with the entry, for the
+-- holding it may be handed. The entry is written first: the waiters hash's
 -- type is checked by that first write, before the queue's.
-local function q_join(q, w, token, now, entry_ms, engine, queued, extend)
-  redis.call('HSET', w, token, fmt(now + entry_ms) .. ' ' .. engine)
+local function q_join(q, w, token, now, entry_ms, engine, queued, extend, owner)
+  local entry = fmt(now + entry_ms) .. ' ' .. engine
+  if owner then entry = entry .. ' ' .. owner end
+  redis.call('HSET', w, token, entry)
   local rank, arrival = false, 0
   if extend and queued > 0 then
     rank = redis.call('ZRANK', q, token)

@@ -61,6 +61,10 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 	token = r.prefix + token
 	all := r.ops.keysAnd(obj, ":void:", token) // the object's keys and the token's abandon mark
 	keys := all[: len(all)-1 : len(all)-1]
+	if r.ops.observed { // and, last, an election's observers
+		observers := obj.key(":observers")
+		all, keys = append(all, observers), append(keys, observers)
+	}
 	a := &h.acq // in h, allocated already
 	*a = acquisition{obj: obj, ops: r.ops, keys: all, token: token, tokenArg: token,
 		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit)}

@@ -25,6 +25,13 @@ var (
 	scriptLockForce   = load("lock_force", 4, "queue", "lock")
 	scriptLockOwner   = load("lock_owner", 1)
 
+	scriptElAcquire = loadObserved("lock_acquire", 5, "queue", "lock")
+	scriptElAbandon = loadObserved("lock_abandon", 5, "queue", "lock")
+	scriptElRelease = loadObserved("lock_release", 4, "queue", "lock")
+	scriptElOwner   = loadObserved("lock_owner", 2) // KEYS[2], the fence counter, is for the wrapper
+	scriptElObserve = load("election_observe", 3, "queue", "lock", "election")
+	scriptElLeader  = load("election_leader", 2, "queue", "lock", "election")
+
 	scriptRWAcquire = load("rw_acquire", 6, "queue", "rw")
 	scriptRWAbandon = load("rw_abandon", 6, "queue", "rw")
 	scriptRWRelease = load("rw_release", 5, "queue", "rw")
@@ -79,7 +86,14 @@ type namedScript struct {
 // call. They go at the script's line "-- (libraries)", so that a common
 // case answered above that line defines none of them, or in front of it.
 func load(name string, keyCount int, libs ...string) *redis.Script {
-	body := embedded("scripts/" + name + ".lua")
+	scripts[name] = struct{ keys int }{keyCount}
+	s := redis.NewScript(keyCount, withLibraries(embedded("scripts/"+name+".lua"), libs))
+	everyScript = append(everyScript, namedScript{name, s})
+	return s
+}
+
+// withLibraries is body with the functions of libs it calls put in.
+func withLibraries(body string, libs []string) string {
 	var funcs []libFunc
 	for _, lib := range libs {
 		funcs = append(funcs, libFuncs(embedded("scripts/lib/"+lib+".lua"))...)
@@ -88,15 +102,36 @@ func load(name string, keyCount int, libs ...string) *redis.Script {
 	for _, f := range called(body, funcs) {
 		lua.WriteString(f.src)
 	}
-	src := lua.String() + body
 	if before, after, ok := strings.Cut(body, libraryLine); ok {
-		src = before + lua.String() + after
+		return before + lua.String() + after
 	}
-	scripts[name] = struct{ keys int }{keyCount}
-	s := redis.NewScript(keyCount, src)
-	everyScript = append(everyScript, namedScript{name, s})
+	return lua.String() + body
+}
+
+// loadObserved loads a lock script for an election (lib/election.lua): the
+// script, with its libraries, becomes a function, and around it the
+// wrapper reads the lock before and publishes the election's state to its
+// observers after if the lock's value changed. The wrapped script takes
+// one key more than keyCount, last: the observers. It is not a file of its
+// own, so it cannot drift from the lock's; it is not listed in scripts.
+func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
+	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
+	src := withLibraries(observedWrapper, []string{"queue", "lock", "election"})
+	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)
+	s := redis.NewScript(keyCount+1, src)
+	everyScript = append(everyScript, namedScript{name + " (election)", s})
 	return s
 }
+
+// observedWrapper is loadObserved's Lua around a lock script.
+const observedWrapper = `-- (libraries)
+-- (script)
+redis.call('ZCARD', KEYS[#KEYS]) -- the observers' type, before the first write
+local el_before = redis.call('GET', KEYS[1])
+local el_reply = el_body()
+el_notify(KEYS[1], KEYS[2], KEYS[#KEYS], el_before)
+return el_reply
+`
 
 // libraryLine marks where a script wants its library functions.
 const libraryLine = "-- (libraries)\n"

@@ -665,6 +665,7 @@ func TestCheckersCount(t *testing.T) {
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
 		"take":       "when the holding began, for EventReleased",
+		"run":        "an election's observer: when to renew its registration, and the pause after a failed read",
 		"acquire":    "the wait's start and deadline, and how long it took, for its event",
 		"attempts":   "the wait's deadline, when each attempt was sent (the watchdog's first base)",
 		"await":      "when to extend the queue entry, up to the wait's deadline",

@@ -61,18 +61,19 @@ func clusterServer(t *testing.T) *testserver.Server {
 // cluster, and why. The cluster's own faults are TestFailoverKill and
 // TestFailoverStall.
 var notOnCluster = map[string]string{
-	"TestMutualExclusionUnderFaults":  proxied,
-	"TestAdmissionUnderFaults":        proxied,
-	"TestRWUnderFaults":               proxied,
-	"TestExtendBeatsLateExtension":    proxied,
-	"TestEngineClose":                 proxied,
-	"TestNoLostWakeup":                proxied,
-	"TestBookFairSemaphoreOverAdmits": proxied,
-	"TestBookLockCutBeforeExpire":     proxied,
-	"TestBookRefreshRevives":          proxied,
-	"TestUnlockRetriesACutConnection": proxied,
-	"TestBoundedPoolNoDeadlock":       ownPool,
-	"TestRWDeadReader":                ownPool,
+	"TestMutualExclusionUnderFaults":      proxied,
+	"TestAdmissionUnderFaults":            proxied,
+	"TestRWUnderFaults":                   proxied,
+	"TestExtendBeatsLateExtension":        proxied,
+	"TestEngineClose":                     proxied,
+	"TestNoLostWakeup":                    proxied,
+	"TestBookFairSemaphoreOverAdmits":     proxied,
+	"TestBookLockCutBeforeExpire":         proxied,
+	"TestBookRefreshRevives":              proxied,
+	"TestUnlockRetriesACutConnection":     proxied,
+	"TestElectionObserveSeesALeaseRunOut": proxied,
+	"TestBoundedPoolNoDeadlock":           ownPool,
+	"TestRWDeadReader":                    ownPool,
 }
 
 const (

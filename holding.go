@@ -21,6 +21,7 @@ type holdOps struct {
 	extendKeys, pttlKeys                    int
 	acquire, abandon, release, extend, pttl *redis.Script
 	owner                                   *redis.Script // SetOwner's (its key: the first); nil if the kind stores no Owner
+	observed                                bool          // an election's: the scripts above but extend and pttl take the observers key last
 }
 
 // keys are the object's keys in the scripts' order.
@@ -476,7 +477,11 @@ func (h *holding) setOwner(ctx context.Context, owner string) error {
 	}
 	h.owning.Lock()
 	defer h.owning.Unlock()
-	n, err := redis.Int64(h.e.eval(ctx, h.obj, h.ops.owner, h.keys[0], h.tokenArg, owner))
+	args := []any{h.keys[0], h.tokenArg, owner}
+	if h.ops.observed { // the wrapper's keys: the fence counter, the observers
+		args = []any{h.keys[0], h.keys[1], h.keys[len(h.keys)-1], h.tokenArg, owner}
+	}
+	n, err := redis.Int64(h.e.eval(ctx, h.obj, h.ops.owner, args...))
 	if err != nil {
 		return err
 	}

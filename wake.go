@@ -47,8 +47,10 @@ func subscriptionBudget(pool Pool) int {
 // id>, on which a release script that hands one of the engine's waiters a
 // lock or a permit publishes "token fence arrival" (the arrival number of
 // the queue entry it was handed to, so that a grant to an entry that has
-// since lapsed is never taken for a later one's). It runs while the engine has
-// waiters, and a little longer, on one connection whatever the number of
+// since lapsed is never taken for a later one's), and an election's
+// scripts publish its state to the engines observing it ("!...",
+// lib/election.lua). It runs while the engine has waiters or observers,
+// and a little longer, on one connection whatever the number of
 // names they wait on (on a cluster, a publish reaches every node, so one
 // subscription anywhere hears all). Messages can be lost (pub/sub is at
 // most once): a waiter also extends its queue entry, which picks up what it
@@ -58,13 +60,14 @@ type waker struct {
 	channel string
 	budget  int // subscriptionBudget
 
-	mu      sync.Mutex
-	waiting map[string]*waiter // by token
-	running bool               // the subscription's goroutine runs
-	quit    bool               // it is to end: nobody waits, or the engine closed
-	sub     Subscription       // the current subscription, nil between two
-	idle    *time.Timer        // ends the subscription once nobody has waited for subscriptionIdle
-	stopped chan struct{}      // closed (and replaced) to cut the goroutine's pause after a failure short
+	mu        sync.Mutex
+	waiting   map[string]*waiter                // by token
+	observing map[string]map[*observer]struct{} // an election's observers, by its lock key
+	running   bool                              // the subscription's goroutine runs
+	quit      bool                              // it is to end: nobody waits, or the engine closed
+	sub       Subscription                      // the current subscription, nil between two
+	idleTimer *time.Timer                       // ends the subscription once nobody has waited for subscriptionIdle
+	stopped   chan struct{}                     // closed (and replaced) to cut the goroutine's pause after a failure short
 }
 
 // waiter is one goroutine waiting for a grant.
@@ -108,9 +111,46 @@ func (k *waker) join(token string) *waiter {
 		k.waiting = map[string]*waiter{}
 	}
 	k.waiting[token] = w
-	if k.idle != nil {
-		k.idle.Stop()
-		k.idle = nil
+	k.busy()
+	return w
+}
+
+// observe registers an election's observer, by the election's lock key,
+// and makes sure the subscription runs.
+func (k *waker) observe(key string, o *observer) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.observing == nil {
+		k.observing = map[string]map[*observer]struct{}{}
+	}
+	if k.observing[key] == nil {
+		k.observing[key] = map[*observer]struct{}{}
+	}
+	k.observing[key][o] = struct{}{}
+	k.busy()
+}
+
+// unobserve forgets an observer; the last one out, of observers and
+// waiters, starts the idle timer.
+func (k *waker) unobserve(key string, o *observer) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.observing[key], o)
+	if len(k.observing[key]) == 0 {
+		delete(k.observing, key)
+	}
+	k.settle()
+}
+
+// unused reports whether nobody waits or observes. Called with mu held.
+func (k *waker) unused() bool { return len(k.waiting) == 0 && len(k.observing) == 0 }
+
+// busy makes sure the subscription runs, now that someone waits or
+// observes. Called with mu held.
+func (k *waker) busy() {
+	if k.idleTimer != nil {
+		k.idleTimer.Stop()
+		k.idleTimer = nil
 	}
 	k.quit = false
 	// Never run k.run here directly: on an engine closed meanwhile it would run
@@ -118,16 +158,22 @@ func (k *waker) join(token string) *waiter {
 	if !k.running && k.budget > 0 && k.e.goTracked(k.run) {
 		k.running = true // run takes k.mu first, so it sees this
 	}
-	return w
 }
 
-// leave forgets token's waiter; the last one out starts the idle timer.
+// leave forgets token's waiter; the last one out, of waiters and
+// observers, starts the idle timer.
 func (k *waker) leave(token string) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	delete(k.waiting, token)
-	if len(k.waiting) == 0 && k.running && k.idle == nil {
-		k.idle = time.AfterFunc(k.e.subIdle, k.idleEnd)
+	k.settle()
+}
+
+// settle starts the idle timer if nobody waits or observes any more.
+// Called with mu held.
+func (k *waker) settle() {
+	if k.unused() && k.running && k.idleTimer == nil {
+		k.idleTimer = time.AfterFunc(k.e.subIdle, k.idleEnd)
 	}
 }
 
@@ -135,20 +181,20 @@ func (k *waker) leave(token string) {
 // set.
 func (k *waker) idleEnd() {
 	k.mu.Lock()
-	if len(k.waiting) > 0 || k.idle == nil {
+	if !k.unused() || k.idleTimer == nil {
 		k.mu.Unlock()
 		return
 	}
-	k.idle = nil
+	k.idleTimer = nil
 	k.stop()
 }
 
 // end ends the subscription for good (Engine.Close).
 func (k *waker) end() {
 	k.mu.Lock()
-	if k.idle != nil {
-		k.idle.Stop()
-		k.idle = nil
+	if k.idleTimer != nil {
+		k.idleTimer.Stop()
+		k.idleTimer = nil
 	}
 	k.stop()
 }
@@ -195,7 +241,7 @@ func (k *waker) run() {
 		}
 		pause = backoff(pause, time.Second)
 		k.mu.Lock()
-		if len(k.waiting) == 0 { // nobody to wake: the next waiter subscribes anew
+		if k.unused() { // nobody to wake: the next waiter or observer subscribes anew
 			k.running = false
 			k.mu.Unlock()
 			return
@@ -300,8 +346,21 @@ func (k *waker) listen(sub Subscription) (heard bool, err error) {
 
 // deliver hands a wake-up ("token fence arrival") to its waiter; one for a
 // waiter that has left is dropped (its abandon script passes on what it
-// was handed).
+// was handed). An election's state ("!...", lib/election.lua) goes to its
+// observers.
 func (k *waker) deliver(payload string) {
+	if strings.HasPrefix(payload, "!") {
+		st, err := parseElectionState(payload)
+		if err != nil {
+			return
+		}
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		for o := range k.observing[st.key] {
+			o.deliver(st)
+		}
+		return
+	}
 	token, rest, _ := strings.Cut(payload, " ")
 	f, a, _ := strings.Cut(rest, " ")
 	fence, err := strconv.ParseInt(f, 10, 64)
@@ -317,13 +376,19 @@ func (k *waker) deliver(payload string) {
 	}
 }
 
-// lookAgain has every waiter call the server at once: wake-ups published
-// while the subscription was down are lost.
+// lookAgain has every waiter call the server at once, and every observer
+// read its election's state: what was published while the subscription
+// was down is lost.
 func (k *waker) lookAgain() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for _, w := range k.waiting {
 		w.wake(0, 0)
+	}
+	for _, observers := range k.observing {
+		for o := range observers {
+			o.lookAgain()
+		}
 	}
 }
 

@@ -14,15 +14,16 @@ import (
 // noInvalidArgument lists the public methods that take nothing a caller
 // could get wrong, so they need no row in invalidCalls.
 var noInvalidArgument = map[string]string{
-	"Lock.Token":     "takes nothing",
-	"Lock.Fence":     "takes nothing",
-	"Lock.Lost":      "takes nothing",
-	"Lock.Context":   "takes only a parent context (nil is taken as Background)",
-	"Lock.Owner":     "takes nothing",
-	"Permit.Lost":    "takes nothing",
-	"Permit.Context": "takes only a parent context (nil is taken as Background)",
-	"Permit.Token":   "takes nothing",
-	"Permit.Fence":   "takes nothing",
+	"Lock.Token":       "takes nothing",
+	"Lock.Fence":       "takes nothing",
+	"Lock.Lost":        "takes nothing",
+	"Lock.Context":     "takes only a parent context (nil is taken as Background)",
+	"Lock.Owner":       "takes nothing",
+	"Election.Observe": "returns no error: with a nil ctx or a bad name its channel is closed at once",
+	"Permit.Lost":      "takes nothing",
+	"Permit.Context":   "takes only a parent context (nil is taken as Background)",
+	"Permit.Token":     "takes nothing",
+	"Permit.Fence":     "takes nothing",
 }
 
 // invalidCases are the rows a method's signature calls for: its first
@@ -48,6 +49,8 @@ func invalidCases(m reflect.Method) []string {
 			cases = append(cases, "nil ctx")
 		case in.Kind() == reflect.String && m.Name == "SetOwner":
 			cases = append(cases, "owner too long")
+		case in.Kind() == reflect.String && m.Name == "Campaign":
+			cases = append(cases, "value too long")
 		case in.Kind() == reflect.String && !named:
 			named = true
 			for _, n := range badNames {
@@ -65,6 +68,7 @@ func invalidCases(m reflect.Method) []string {
 				f := in.Field(j)
 				switch {
 				case f.Name == "Wait" && strings.HasPrefix(m.Name, "Try"): // not used
+				case m.Name == "Election" && f.Name != "TTL": // Campaign sets them
 				case f.Name == "Owner":
 					cases = append(cases, "Owner too long")
 				case f.Type == durType:
@@ -101,6 +105,7 @@ func TestInvalidCallsCoverTheAPI(t *testing.T) {
 		{"", reflect.TypeOf(&atomicredis.Engine{})},
 		{"Lock.", reflect.TypeOf((*atomicredis.Lock)(nil))},
 		{"Permit.", reflect.TypeOf((*atomicredis.Permit)(nil))},
+		{"Election.", reflect.TypeOf((*atomicredis.Election)(nil))},
 	} {
 		for i := 0; i < typ.t.NumMethod(); i++ {
 			m := typ.t.Method(i)

@@ -89,6 +89,16 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 			return run(ctx, e, "a", lockOpts{Owner: strings.Repeat("o", atomicredis.MaxOwner+1)})
 		})
 	}
+	campaign := func(ctx C, e *E, name string, o lockOpts) error {
+		_, err := e.Election(name, o).Campaign(ctx, "v")
+		return err
+	}
+	names("Election", func(ctx C, e *E, name string) error { return campaign(ctx, e, name, lockOpts{}) })
+	durations("Election: TTL", func(ctx C, e *E, d time.Duration) error { return campaign(ctx, e, "a", lockOpts{TTL: d}) })
+	add("Election.Campaign: value too long", func(ctx C, e *E) error {
+		_, err := e.Election("a", lockOpts{}).Campaign(ctx, strings.Repeat("v", atomicredis.MaxOwner+1))
+		return err
+	})
 	add("Lock.SetOwner: owner too long", func(ctx C, e *E) error {
 		return held.SetOwner(ctx, strings.Repeat("o", atomicredis.MaxOwner+1))
 	})
@@ -186,6 +196,8 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		"Lock.TTL":            func(ctx C, e *E) error { _, err := held.TTL(ctx); return err },
 		"Lock.Held":           func(ctx C, e *E) error { _, err := held.Held(ctx); return err },
 		"Lock.SetOwner":       func(ctx C, e *E) error { return held.SetOwner(ctx, "x") },
+		"Election.Campaign":   func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Campaign(ctx, "v"); return err },
+		"Election.Leader":     func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Leader(ctx); return err },
 		"Permit.Release":      func(ctx C, e *E) error { return permit.Release(ctx) },
 		"Permit.Extend":       func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
 		"Permit.TTL":          func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },

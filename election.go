@@ -1,0 +1,327 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ---------------------------------------------------------------------------
+// Elections: a lock of its own keys whose holder leads, its Owner the
+// leader's value and its fence the term; observers hear of each change
+// through their engine's wake subscription
+
+// ErrNoLeader: the election has no leader now (Election.Leader).
+var ErrNoLeader = errors.New("no leader")
+
+// Election is a named leader election (Engine.Election). Its methods are
+// safe for concurrent use.
+type Election struct {
+	e    *Engine
+	name string
+	o    LockOptions
+}
+
+// Leader is an election's state: the leader's value (its Owner), its term
+// (its lock's fence) and its remaining lease when it was read. The zero
+// Leader means no leader.
+type Leader struct {
+	Value string
+	Term  int64
+	TTL   time.Duration
+}
+
+// electionOps: an election is a lock (lockOps' keys under the word
+// "election", so Election("x") and Lock("x") never meet), whose acquire,
+// abandon, release and SetOwner scripts tell its observers (loadObserved);
+// extending changes no state an observer sees.
+var electionOps = &holdOps{kind: kindElection, suffixes: lockOps.suffixes,
+	extendKeys: 1, pttlKeys: 1, acquire: scriptElAcquire, abandon: scriptElAbandon,
+	release: scriptElRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptElOwner,
+	observed: true}
+
+// campaignWait is how long a campaign waits: until its ctx ends.
+const campaignWait = 100 * 365 * 24 * time.Hour
+
+// observerRegistration is how long an engine stays registered as observing
+// an election without renewing; it renews every third of it.
+const observerRegistration = 9 * time.Second
+
+// Election returns the named election. o is the leadership's lock options:
+// TTL is the lease (default 10s) the watchdog keeps extending; Wait,
+// Watchdog and Owner are set by Campaign. The name is checked by each call.
+func (e *Engine) Election(name string, o LockOptions) *Election {
+	return &Election{e: e, name: name, o: o}
+}
+
+// Campaign waits in FIFO order behind the other candidates until this one
+// leads, or ctx ends (an error wrapping ErrNotAcquired and ctx.Err()).
+// The leadership is a watchdog *Lock: its Owner is value (at most
+// MaxOwner bytes), its Fence the term, which grows with every leader;
+// Unlock resigns, SetOwner proclaims another value in the same term, and
+// Lost and Context end when the leadership is lost. Run the leader's work
+// under l.Context, and pass the term and token to what it writes (the
+// README's "Elections" says what a term guarantees across a failover).
+func (el *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
+	if el == nil || el.e == nil {
+		return nil, &Error{Object: ObjectElection, Err: fmt.Errorf("nil election or engine: %w", ErrInvalid)}
+	}
+	l := &Lock{}
+	err := el.e.take(ctx, &l.holding, el.name, request{ops: electionOps, ttl: el.o.TTL, wait: campaignWait,
+		mayWait: true, watchdog: true, owner: value})
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Leader returns the election's leader now, or an error wrapping
+// ErrNoLeader when there is none, in one script that writes nothing.
+func (el *Election) Leader(ctx context.Context) (Leader, error) {
+	obj, err := el.object()
+	if err != nil {
+		return Leader{}, err
+	}
+	if ctx == nil {
+		return Leader{}, obj.err(errNilContext)
+	}
+	st, err := el.e.electionState(ctx, obj, scriptElLeader, obj.key(""), obj.key(":fence"))
+	if err != nil {
+		return Leader{}, err
+	}
+	if !st.leads {
+		return Leader{}, obj.errorf("term %d ended: %w", st.term, ErrNoLeader)
+	}
+	return st.leader(), nil
+}
+
+// Observe returns a channel that receives the election's state now, then
+// every change of leader or of its value (a zero Leader: none), and is
+// closed when ctx ends or the engine closes. A reader that falls behind
+// gets the latest state, never an older one after a newer. Nothing polls
+// in a loop: the scripts that change the election publish it to the
+// engine's one wake subscription (no connection per election or
+// observer); a lease that runs out with no script is seen when its TTL
+// ends, when the observer reads again; after the subscription was lost,
+// observers read again at once; and each engine renews its registration
+// as an observer every 3 s, which reads the state too. With a bad name, a
+// nil ctx or a closed engine the channel is closed at once. Each call
+// runs a goroutine until its ctx ends.
+func (el *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader, 1)
+	obj, err := el.object()
+	if err != nil || ctx == nil {
+		close(out)
+		return out
+	}
+	o := &observer{e: el.e, obj: obj, out: out, signal: make(chan struct{}, 1),
+		keys: []any{obj.key(""), obj.key(":fence"), obj.key(":observers")}}
+	if !el.e.goTracked(func() { o.run(ctx) }) {
+		close(out)
+	}
+	return out
+}
+
+func (el *Election) object() (object, error) {
+	if el == nil || el.e == nil {
+		return object{}, &Error{Object: ObjectElection, Err: fmt.Errorf("nil election or engine: %w", ErrInvalid)}
+	}
+	return el.e.object(kindElection, el.name)
+}
+
+// electionState is an election's state as its scripts tell it.
+type electionState struct {
+	key   string // the election's lock key (its index among observers)
+	term  int64  // the leader's, or the last one handed out
+	leads bool   // a leader holds it
+	ttl   time.Duration
+	value string
+}
+
+func (st electionState) leader() Leader {
+	if !st.leads {
+		return Leader{}
+	}
+	return Leader{Value: st.value, Term: st.term, TTL: st.ttl}
+}
+
+// after reports whether st comes after prev: a higher term; in one term,
+// no leader after its leader, and a leader's later readings after earlier
+// ones.
+func (st electionState) after(prev electionState) bool {
+	switch {
+	case st.term != prev.term:
+		return st.term > prev.term
+	case prev.leads:
+		return true
+	}
+	return !st.leads
+}
+
+// parseElectionState reads "!term pttl keylen key owner" (lib/election.lua).
+func parseElectionState(msg string) (electionState, error) {
+	var st electionState
+	bad := fmt.Errorf("unexpected election state %q", msg)
+	rest, ok := strings.CutPrefix(msg, "!")
+	term, rest, ok2 := strings.Cut(rest, " ")
+	pttl, rest, ok3 := strings.Cut(rest, " ")
+	keylen, rest, ok4 := strings.Cut(rest, " ")
+	n, err := strconv.Atoi(keylen)
+	if !ok || !ok2 || !ok3 || !ok4 || err != nil || n < 0 || n > len(rest) {
+		return st, bad
+	}
+	st.key, st.value = rest[:n], rest[n:]
+	var err2 error
+	st.term, err = strconv.ParseInt(term, 10, 64)
+	ms, err2 := strconv.ParseInt(pttl, 10, 64)
+	if err != nil || err2 != nil {
+		return st, bad
+	}
+	st.leads = ms >= 0
+	st.ttl = time.Duration(max(ms, 0)) * time.Millisecond
+	return st, nil
+}
+
+// electionState runs a script that replies with an election's state.
+func (e *Engine) electionState(ctx context.Context, obj object, s *redis.Script, keysAndArgs ...any) (electionState, error) {
+	msg, err := redis.String(e.eval(ctx, obj, s, keysAndArgs...))
+	if err != nil {
+		return electionState{}, err
+	}
+	st, err := parseElectionState(msg)
+	if err != nil {
+		return st, obj.err(err)
+	}
+	return st, nil
+}
+
+// observer is one Observe call: it registers its engine as observing,
+// reads the state when it must, and takes the states the wake
+// subscription delivers.
+type observer struct {
+	e      *Engine
+	obj    object
+	keys   []any // lock, fence counter, observers
+	out    chan Leader
+	signal chan struct{} // buffered: a state arrived, or read again
+
+	mu      sync.Mutex
+	pending *electionState // the last state delivered by the subscription, not yet taken
+	again   bool           // the subscription was (re)made: read again
+	heard   int64          // states delivered by the subscription, ever
+}
+
+// deliver is the wake subscription handing o a state.
+func (o *observer) deliver(st electionState) {
+	o.mu.Lock()
+	o.pending = &st
+	o.heard++
+	o.mu.Unlock()
+	o.poke()
+}
+
+// lookAgain is the wake subscription telling o it was (re)made.
+func (o *observer) lookAgain() {
+	o.mu.Lock()
+	o.again = true
+	o.mu.Unlock()
+	o.poke()
+}
+
+func (o *observer) poke() {
+	select {
+	case o.signal <- struct{}{}:
+	default:
+	}
+}
+
+// run observes until ctx ends or the engine closes.
+func (o *observer) run(ctx context.Context) {
+	defer close(o.out)
+	k := &o.e.wake
+	key := o.keys[0].(string)
+	k.observe(key, o)
+	defer k.unobserve(key, o)
+	var (
+		cur       electionState // the latest state taken
+		have      bool          // cur is set
+		leaseEnd  time.Time     // when cur's leader's lease runs out unless extended
+		sent      Leader        // the latest sent
+		sentAny   bool
+		failPause time.Duration
+	)
+	take := func(st electionState) {
+		if have && !st.after(cur) {
+			return
+		}
+		cur, have, leaseEnd = st, true, time.Now().Add(st.ttl)
+		l := st.leader()
+		if sentAny && l.Term == sent.Term && l.Value == sent.Value {
+			return // only the TTL changed
+		}
+		sent, sentAny = l, true
+		select { // the latest replaces one the reader has not taken
+		case <-o.out:
+		default:
+		}
+		o.out <- l
+	}
+	for {
+		// Register (which reads the state); a state the subscription
+		// delivered meanwhile is as new or newer.
+		o.mu.Lock()
+		heard := o.heard
+		o.again = false
+		o.mu.Unlock()
+		rctx, cancel := context.WithTimeout(ctx, o.e.callTimeout)
+		st, err := o.e.electionState(rctx, o.obj, scriptElObserve, o.keys[0], o.keys[1], o.keys[2],
+			k.channel, observerRegistration.Milliseconds())
+		cancel()
+		nextRead := time.Now().Add(observerRegistration / 3)
+		if err == nil {
+			failPause = 0
+			o.mu.Lock()
+			fresh := o.heard == heard
+			o.mu.Unlock()
+			if fresh {
+				take(st)
+			}
+		} else {
+			failPause = backoff(failPause, time.Second)
+			nextRead = time.Now().Add(failPause)
+		}
+		for read := false; !read; {
+			at := nextRead
+			if have && cur.leads && leaseEnd.Add(2*time.Millisecond).Before(at) {
+				at = leaseEnd.Add(2 * time.Millisecond) // the lease may run out with no script to say so
+			}
+			t := time.NewTimer(time.Until(at))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return
+			case <-o.e.stop.Done():
+				t.Stop()
+				return
+			case <-t.C:
+				read = true
+			case <-o.signal:
+				t.Stop()
+				o.mu.Lock()
+				p, again := o.pending, o.again
+				o.pending = nil
+				o.mu.Unlock()
+				if p != nil {
+					take(*p)
+				}
+				read = again
+			}
+		}
+	}
+}

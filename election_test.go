@@ -1,0 +1,196 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+)
+
+// next is the next state Observe sends, failing t after 2 s (before an
+// observer reads again to renew its registration, at 3 s).
+func next(t *testing.T, ch <-chan Leader) Leader {
+	t.Helper()
+	select {
+	case l, ok := <-ch:
+		if !ok {
+			t.Fatal("Observe's channel closed")
+		}
+		return l
+	case <-time.After(2 * time.Second):
+		t.Fatal("no state from Observe in 2 s")
+	}
+	return Leader{}
+}
+
+// A campaign leads, proclaims and resigns; the next candidate, queued,
+// leads in a higher term; an observer on another engine sees each state in
+// order, and Leader reads the same.
+func TestElectionCampaignObserveResign(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		a, b, ctx := engine(s), engine(s), ctxT(t)
+		el := a.Election("boss", LockOptions{TTL: 2 * time.Second})
+		if _, err := el.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+			t.Fatalf("Leader of a new election: %v, want ErrNoLeader", err)
+		}
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		seen := b.Election("boss", LockOptions{}).Observe(octx)
+		if l := next(t, seen); l != (Leader{}) {
+			t.Fatalf("first state %+v, want none", l)
+		}
+		la, err := el.Campaign(ctx, "a:1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := next(t, seen); l.Value != "a:1" || l.Term != la.Fence() || l.TTL <= 0 {
+			t.Fatalf("observed %+v, want a:1 in term %d", l, la.Fence())
+		}
+		if l, err := el.Leader(ctx); err != nil || l.Value != "a:1" || l.Term != la.Fence() {
+			t.Fatalf("Leader: %+v, %v", l, err)
+		}
+		if err := la.SetOwner(ctx, "a:2"); err != nil {
+			t.Fatal(err)
+		}
+		if l := next(t, seen); l.Value != "a:2" || l.Term != la.Fence() {
+			t.Fatalf("after SetOwner: observed %+v, want a:2 in term %d", l, la.Fence())
+		}
+		got := make(chan *Lock, 1)
+		go func() {
+			lb, err := b.Election("boss", LockOptions{TTL: 2 * time.Second}).Campaign(ctx, "b")
+			if err != nil {
+				t.Error(err)
+			}
+			got <- lb
+		}()
+		waitFor(t, func() bool {
+			info, err := a.electionInfo(ctx, "boss")
+			return err == nil && info.Waiting == 1
+		})
+		if err := la.Unlock(ctx); err != nil { // resign
+			t.Fatal(err)
+		}
+		lb := <-got
+		if lb == nil {
+			return
+		}
+		if l := next(t, seen); l.Value != "b" || l.Term != lb.Fence() || l.Term <= la.Fence() {
+			t.Fatalf("after a resigned: observed %+v, want b in term %d > %d", l, lb.Fence(), la.Fence())
+		}
+		if err := lb.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if l := next(t, seen); l != (Leader{}) {
+			t.Fatalf("after b resigned: observed %+v, want none", l)
+		}
+		if _, err := el.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+			t.Fatalf("Leader after both resigned: %v, want ErrNoLeader", err)
+		}
+		stop()
+		for range seen { // closed when ctx ends
+		}
+	})
+}
+
+// An election's keys never meet a lock's of the same name.
+func TestElectionAndLockOfOneNameNeverMeet(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		l, err := e.TryLock(ctx, "x", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		leader, err := e.Election("x", LockOptions{}).Campaign(cctx, "v")
+		if err != nil {
+			t.Fatalf("Campaign on x while the lock x is held: %v", err)
+		}
+		defer leader.Unlock(ctx)
+		if info := lockInfo(t, e, "x"); info.Token != l.Token() {
+			t.Fatalf("the lock x: %+v, want its holder %s", info, l.Token())
+		}
+	})
+}
+
+// A leader whose lease runs out with no script (its engine can no longer
+// reach Redis) is seen gone by an observer soon after its lease's end.
+func TestElectionObserveSeesALeaseRunOut(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Mini != nil {
+			s.Realtime(t)
+		}
+		ctx := ctxT(t)
+		proxy := startProxy(t, s.Addr, faults{})
+		pool := newPool(t, proxy.addr())
+		dying := New(pool, WithNamespace(s.NS))
+		defer dying.Close(ctx)
+		watcher := engine(s)
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		seen := watcher.Election("e", LockOptions{}).Observe(octx)
+		next(t, seen)
+		l, err := dying.Election("e", LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "d")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, seen); got.Value != "d" {
+			t.Fatalf("observed %+v, want d", got)
+		}
+		proxy.refuse.Store(true)
+		proxy.cutAll()
+		cut := time.Now()
+		if got := next(t, seen); got != (Leader{}) {
+			t.Fatalf("observed %+v, want none", got)
+		}
+		// The lease ran at most 300 ms after the cut (less what had passed
+		// since the last extension); seen within 300 ms + 50 ms.
+		if took := time.Since(cut); took > 350*time.Millisecond {
+			t.Errorf("the lease's end was seen %v after the cut, want within 350ms", took)
+		}
+		<-l.Lost()
+	})
+}
+
+// electionInfo is LockInfo for an election's lock.
+func (e *Engine) electionInfo(ctx context.Context, name string) (LockInfo, error) {
+	var info LockInfo
+	obj, err := e.object(kindElection, name)
+	if err != nil {
+		return info, err
+	}
+	v, err := redis.Values(e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters")))
+	if err != nil || len(v) != 5 {
+		return info, fmt.Errorf("lock_info: %v, %w", v, err)
+	}
+	info.Token, _ = redis.String(v[0], nil)
+	info.Waiting, _ = redis.Int(v[3], nil)
+	return info, nil
+}
+
+// States are ordered by term, then, in one term, none after the leader.
+func TestElectionStatesInOrder(t *testing.T) {
+	leader := func(term int64) electionState { return electionState{term: term, leads: true} }
+	none := func(term int64) electionState { return electionState{term: term} }
+	for _, c := range []struct {
+		st, prev electionState
+		after    bool
+	}{
+		{leader(2), leader(1), true}, {leader(1), leader(2), false},
+		{none(1), leader(1), true}, {leader(1), none(1), false},
+		{leader(2), none(1), true}, {none(1), none(2), false},
+		{leader(1), leader(1), true}, // the same leader, read later (another value)
+	} {
+		if got := c.st.after(c.prev); got != c.after {
+			t.Errorf("%+v after %+v: %v, want %v", c.st, c.prev, got, c.after)
+		}
+	}
+}

@@ -1,0 +1,54 @@
+package atomicredis_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/atomicredis/atomicredis"
+	"github.com/gomodule/redigo/redis"
+)
+
+// A scheduler that runs only while it leads: it campaigns, runs its work
+// under the leadership's Context (which ends if the leadership is lost),
+// and resigns when done. Another process watches who leads with Observe.
+func Example_election() {
+	mr, _ := miniredis.Run() // any Redis; miniredis keeps the example self-contained
+	defer mr.Close()
+	pool := &redis.Pool{MaxIdle: 16, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
+	defer e.Close(context.Background())
+	ctx := context.Background()
+	election := e.Election("scheduler", atomicredis.LockOptions{TTL: 5 * time.Second})
+
+	// Who leads, as it changes (here from the same engine; usually another
+	// process's).
+	watch, stopWatching := context.WithCancel(ctx)
+	defer stopWatching()
+	leaders := election.Observe(watch)
+	fmt.Printf("leader: %q\n", (<-leaders).Value) // none yet
+
+	lead, err := election.Campaign(ctx, "host-a:8080") // waits, in line, until it leads
+	if err != nil {
+		fmt.Println("not leading:", err)
+		return
+	}
+	defer lead.Unlock(ctx) // resign; the next candidate leads in a higher term
+	fmt.Printf("leader: %q\n", (<-leaders).Value)
+
+	work, cancel := lead.Context(ctx) // ends if the leadership is lost
+	defer cancel()
+	runSchedule(work, lead.Fence()) // pass the term with every write, as a fence
+	// Output:
+	// leader: ""
+	// leader: "host-a:8080"
+	// scheduled under term of 16 digits: true
+}
+
+func runSchedule(ctx context.Context, term int64) {
+	if ctx.Err() != nil {
+		return // no longer the leader: stop
+	}
+	fmt.Println("scheduled under term of 16 digits:", len(fmt.Sprint(term)) == 16)
+}

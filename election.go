@@ -62,6 +62,9 @@ func (e *Engine) Election(name string, o LockOptions) *Election {
 
 // Campaign waits in FIFO order behind the other candidates until this one
 // leads, or ctx ends (an error wrapping ErrNotAcquired and ctx.Err()).
+// When the election's term counter is gone (a new election, none for the
+// fence retention, or lost in a restart with a leader perhaps still
+// running), the first term waits one lease, the candidate's TTL.
 // The leadership is a watchdog *Lock: its Owner is value (at most
 // MaxOwner bytes), its Fence the term, which grows with every leader;
 // Unlock resigns, SetOwner proclaims another value in the same term, and
@@ -203,7 +206,8 @@ func (e *Engine) electionState(ctx context.Context, obj object, s *redis.Script,
 
 // observer is one Observe call: it registers its engine as observing,
 // reads the state when it must, and takes the states the wake
-// subscription delivers.
+// subscription delivers (on the subscription's goroutine, so a change
+// reaches the reader with no hop of its own).
 type observer struct {
 	e      *Engine
 	obj    object
@@ -211,19 +215,24 @@ type observer struct {
 	out    chan Leader
 	signal chan struct{} // buffered: a state arrived, or read again
 
-	mu      sync.Mutex
-	pending *electionState // the last state delivered by the subscription, not yet taken
-	again   bool           // the subscription was (re)made: read again
-	heard   int64          // states delivered by the subscription, ever
+	mu       sync.Mutex
+	again    bool          // the subscription was (re)made: read again
+	heard    int64         // states delivered by the subscription, ever
+	cur      electionState // the latest state taken
+	have     bool          // cur is set
+	leaseEnd time.Time     // when cur's leader's lease runs out unless extended
+	sent     Leader        // the latest sent
+	sentAny  bool
+	closed   bool // out is closed
 }
 
 // deliver is the wake subscription handing o a state.
 func (o *observer) deliver(st electionState) {
 	o.mu.Lock()
-	o.pending = &st
 	o.heard++
+	o.take(st)
 	o.mu.Unlock()
-	o.poke()
+	o.poke() // the lease's end may have moved
 }
 
 // lookAgain is the wake subscription telling o it was (re)made.
@@ -241,37 +250,51 @@ func (o *observer) poke() {
 	}
 }
 
+// take makes st the current state unless it is older, and sends it if the
+// leader or its value changed: the latest replaces one the reader has not
+// taken. Called with mu held, so one sender at a time: the send finds
+// room.
+func (o *observer) take(st electionState) {
+	if o.closed || o.have && !st.after(o.cur) {
+		return
+	}
+	o.cur, o.have, o.leaseEnd = st, true, time.Now().Add(st.ttl)
+	l := st.leader()
+	if o.sentAny && l.Term == o.sent.Term && l.Value == o.sent.Value {
+		return // only the TTL changed
+	}
+	o.sent, o.sentAny = l, true
+	select {
+	case <-o.out:
+	default:
+	}
+	o.out <- l
+}
+
+// nextRead is when o must read again at the latest, given the next
+// registration: at the leader's lease's end, when no script may say so.
+func (o *observer) nextRead(registration time.Time) time.Time {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if end := o.leaseEnd.Add(2 * time.Millisecond); o.have && o.cur.leads && end.Before(registration) {
+		return end
+	}
+	return registration
+}
+
 // run observes until ctx ends or the engine closes.
 func (o *observer) run(ctx context.Context) {
-	defer close(o.out)
 	k := &o.e.wake
 	key := o.keys[0].(string)
 	k.observe(key, o)
-	defer k.unobserve(key, o)
-	var (
-		cur       electionState // the latest state taken
-		have      bool          // cur is set
-		leaseEnd  time.Time     // when cur's leader's lease runs out unless extended
-		sent      Leader        // the latest sent
-		sentAny   bool
-		failPause time.Duration
-	)
-	take := func(st electionState) {
-		if have && !st.after(cur) {
-			return
-		}
-		cur, have, leaseEnd = st, true, time.Now().Add(st.ttl)
-		l := st.leader()
-		if sentAny && l.Term == sent.Term && l.Value == sent.Value {
-			return // only the TTL changed
-		}
-		sent, sentAny = l, true
-		select { // the latest replaces one the reader has not taken
-		case <-o.out:
-		default:
-		}
-		o.out <- l
-	}
+	defer func() {
+		k.unobserve(key, o)
+		o.mu.Lock()
+		o.closed = true
+		close(o.out)
+		o.mu.Unlock()
+	}()
+	var failPause time.Duration
 	for {
 		// Register (which reads the state); a state the subscription
 		// delivered meanwhile is as new or newer.
@@ -283,25 +306,20 @@ func (o *observer) run(ctx context.Context) {
 		st, err := o.e.electionState(rctx, o.obj, scriptElObserve, o.keys[0], o.keys[1], o.keys[2],
 			k.channel, observerRegistration.Milliseconds())
 		cancel()
-		nextRead := time.Now().Add(observerRegistration / 3)
+		registration := time.Now().Add(observerRegistration / 3)
 		if err == nil {
 			failPause = 0
 			o.mu.Lock()
-			fresh := o.heard == heard
-			o.mu.Unlock()
-			if fresh {
-				take(st)
+			if o.heard == heard {
+				o.take(st)
 			}
+			o.mu.Unlock()
 		} else {
 			failPause = backoff(failPause, time.Second)
-			nextRead = time.Now().Add(failPause)
+			registration = time.Now().Add(failPause)
 		}
 		for read := false; !read; {
-			at := nextRead
-			if have && cur.leads && leaseEnd.Add(2*time.Millisecond).Before(at) {
-				at = leaseEnd.Add(2 * time.Millisecond) // the lease may run out with no script to say so
-			}
-			t := time.NewTimer(time.Until(at))
+			t := time.NewTimer(time.Until(o.nextRead(registration)))
 			select {
 			case <-ctx.Done():
 				t.Stop()
@@ -314,13 +332,8 @@ func (o *observer) run(ctx context.Context) {
 			case <-o.signal:
 				t.Stop()
 				o.mu.Lock()
-				p, again := o.pending, o.again
-				o.pending = nil
+				read = o.again
 				o.mu.Unlock()
-				if p != nil {
-					take(*p)
-				}
-				read = again
 			}
 		}
 	}

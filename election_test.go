@@ -33,8 +33,9 @@ func next(t *testing.T, ch <-chan Leader) Leader {
 func TestElectionCampaignObserveResign(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t) // a new election's first term waits a lease
 		a, b, ctx := engine(s), engine(s), ctxT(t)
-		el := a.Election("boss", LockOptions{TTL: 2 * time.Second})
+		el := a.Election("boss", LockOptions{TTL: 400 * time.Millisecond})
 		if _, err := el.Leader(ctx); !errors.Is(err, ErrNoLeader) {
 			t.Fatalf("Leader of a new election: %v, want ErrNoLeader", err)
 		}
@@ -62,7 +63,7 @@ func TestElectionCampaignObserveResign(t *testing.T) {
 		}
 		got := make(chan *Lock, 1)
 		go func() {
-			lb, err := b.Election("boss", LockOptions{TTL: 2 * time.Second}).Campaign(ctx, "b")
+			lb, err := b.Election("boss", LockOptions{TTL: 400 * time.Millisecond}).Campaign(ctx, "b")
 			if err != nil {
 				t.Error(err)
 			}
@@ -101,6 +102,7 @@ func TestElectionCampaignObserveResign(t *testing.T) {
 func TestElectionAndLockOfOneNameNeverMeet(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t) // a new election's first term waits a lease
 		e, ctx := engine(s), ctxT(t)
 		l, err := e.TryLock(ctx, "x", LockOptions{})
 		if err != nil {
@@ -109,7 +111,7 @@ func TestElectionAndLockOfOneNameNeverMeet(t *testing.T) {
 		defer l.Unlock(ctx)
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		leader, err := e.Election("x", LockOptions{}).Campaign(cctx, "v")
+		leader, err := e.Election("x", LockOptions{TTL: 300 * time.Millisecond}).Campaign(cctx, "v")
 		if err != nil {
 			t.Fatalf("Campaign on x while the lock x is held: %v", err)
 		}
@@ -125,9 +127,7 @@ func TestElectionAndLockOfOneNameNeverMeet(t *testing.T) {
 func TestElectionObserveSeesALeaseRunOut(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
-		if s.Mini != nil {
-			s.Realtime(t)
-		}
+		s.Realtime(t)
 		ctx := ctxT(t)
 		proxy := startProxy(t, s.Addr, faults{})
 		pool := newPool(t, proxy.addr())

@@ -116,7 +116,11 @@ func withLibraries(body string, libs []string) string {
 // own, so it cannot drift from the lock's; it is not listed in scripts.
 func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
-	src := withLibraries(observedWrapper, []string{"queue", "lock", "election"})
+	wrapper := observedWrapper
+	if name == "lock_acquire" { // a campaign: ARGV[4] the lease, ARGV[5] the fence retention
+		wrapper = strings.Replace(wrapper, "local el_before", "el_guard(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[5])\nlocal el_before", 1)
+	}
+	src := withLibraries(wrapper, []string{"queue", "lock", "election"})
 	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)
 	s := redis.NewScript(keyCount+1, src)
 	everyScript = append(everyScript, namedScript{name + " (election)", s})

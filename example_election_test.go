@@ -20,7 +20,9 @@ func Example_election() {
 	e := atomicredis.New(pool, atomicredis.WithNamespace("app:"))
 	defer e.Close(context.Background())
 	ctx := context.Background()
-	election := e.Election("scheduler", atomicredis.LockOptions{TTL: 5 * time.Second})
+	// A new election's first term waits one lease (TTL), in case a leader
+	// elected before its keys were lost still runs.
+	election := e.Election("scheduler", atomicredis.LockOptions{TTL: 500 * time.Millisecond})
 
 	// Who leads, as it changes (here from the same engine; usually another
 	// process's).

@@ -14,7 +14,7 @@
 -- el_state is the election's state as a message for its lock's key.
 local function el_state(lock, fence)
   local token, term, _, owner = lock_parse(redis.call('GET', lock))
-  if token then
+  if token and token ~= '-' then
     return '!' .. fmt(term) .. ' ' .. redis.call('PTTL', lock) .. ' ' .. #lock .. ' ' .. lock .. (owner or '')
   end
   return '!' .. (redis.call('GET', fence) or '0') .. ' -1 ' .. #lock .. ' ' .. lock
@@ -32,4 +32,28 @@ local function el_notify(lock, fence, observers, before)
   for _, channel in ipairs(channels) do
     redis.pcall('PUBLISH', channel, msg)
   end
+end
+
+-- el_guard runs before a campaign's acquire. A term counter that is gone
+-- (a new election, none for the fence retention, or lost in a restart
+-- without persistence) may have gone with a leader still in office, whose
+-- lease runs on in its process: so the first term after it waits one lease
+-- (the candidate's). Meanwhile the lock holds "- deadline 0", which no
+-- candidate's token matches, so candidates queue behind it as behind a
+-- holder; past its deadline by the server's clock (TIME: a server that
+-- does not expire keys on its own lets it go too) it is deleted. The
+-- counter starts now, from the clock, so the next attempt finds it.
+local function el_guard(lock, fence, lease, retention)
+  local v = redis.call('GET', lock)
+  if v then
+    local deadline = string.match(v, '^%- (%d+) 0$')
+    if deadline and tonumber(deadline) <= now_ms() then
+      redis.call('DEL', lock)
+    end
+    return
+  end
+  local _, err = counter_read(fence)
+  if err or redis.call('EXISTS', fence) == 1 then return end
+  redis.call('SET', lock, '- ' .. fmt(now_ms() + lease) .. ' 0', 'PX', lease)
+  redis.call('SET', fence, fmt(now_us()), 'PX', retention)
 end

@@ -1,0 +1,144 @@
+package atomicredis
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// BenchmarkElectionObserve: how fast an election's observer, on another
+// engine, hears of a change a script made (a leader's SetOwner), from the
+// call's start to the state's arrival on Observe's channel, against one
+// PING's round trip; and how long after a leader's lease ran out (its
+// engine cut off from Redis: no script runs) an observer sees it gone.
+func BenchmarkElectionObserve(b *testing.B) {
+	x := newExperiment(b)
+	ctx := context.Background()
+	leaderEngine, watcher := x.env.engine(), x.env.engine()
+	defer closeAll(leaderEngine, watcher)()
+	lead, err := leaderEngine.Election("bench", LockOptions{TTL: time.Second}).Campaign(ctx, "v0") // a new election: waits a lease
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lead.Unlock(ctx)
+	octx, stop := context.WithCancel(ctx)
+	defer stop()
+	seen := watcher.Election("bench", LockOptions{}).Observe(octx)
+	if l := <-seen; l.Value != "v0" {
+		b.Fatalf("first state %+v", l)
+	}
+	const changes = 100
+	x.add("change", func(r *round) error {
+		ds := make([]time.Duration, 0, changes)
+		for i := 0; i < changes; i++ {
+			value := "v" + strconv.Itoa(r.i) + "-" + strconv.Itoa(i)
+			start := time.Now()
+			if err := lead.SetOwner(ctx, value); err != nil {
+				return err
+			}
+			select {
+			case l := <-seen:
+				if l.Value != value {
+					return fmt.Errorf("observed %+v, want %s", l, value)
+				}
+			case <-time.After(5 * time.Second):
+				return fmt.Errorf("no state in 5 s")
+			}
+			ds = append(ds, time.Since(start))
+		}
+		addLatencies(r, ds)
+		return nil
+	})
+	// SetOwner alone, its reply awaited: the part of a change's latency
+	// before its script has run and replied.
+	x.add("set-owner", func(r *round) error {
+		ds := make([]time.Duration, 0, changes)
+		for i := 0; i < changes; i++ {
+			value := "w" + strconv.Itoa(r.i) + "-" + strconv.Itoa(i)
+			start := time.Now()
+			if err := lead.SetOwner(ctx, value); err != nil {
+				return err
+			}
+			ds = append(ds, time.Since(start))
+			<-seen
+		}
+		addLatencies(r, ds)
+		return nil
+	})
+	// A plain lock's SetOwner: no observers to publish to.
+	plain, err := leaderEngine.TryLock(ctx, "bench-plain", LockOptions{TTL: benchLease})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Unlock(ctx)
+	x.addOps("lock-set-owner", func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) })
+	x.add("ping", func(r *round) error {
+		ds := make([]time.Duration, 0, changes)
+		for i := 0; i < changes; i++ {
+			start := time.Now()
+			c := x.env.pool.Get()
+			_, err := c.Do("PING")
+			c.Close()
+			if err != nil {
+				return err
+			}
+			ds = append(ds, time.Since(start))
+		}
+		addLatencies(r, ds)
+		return nil
+	})
+	if benchMini {
+		x.skip("lease-end", "a leader's lease ends by the server's clock: on redis-server")
+	} else {
+		// Each round a leader campaigns through a proxy that is then cut;
+		// the server's PTTL, read at the cut, says when its lease ends.
+		x.add("lease-end", func(r *round) error {
+			proxy := startProxy(b, benchAddr, faults{})
+			defer proxy.close()
+			pool := newPool(b, proxy.addr())
+			dying := New(pool, WithNamespace(x.env.ns))
+			defer dying.Close(ctx)
+			name := "bench-end"
+			seenEnd := watcher.Election(name, LockOptions{}).Observe(octx)
+			<-seenEnd
+			l, err := dying.Election(name, LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "dying")
+			if err != nil {
+				return err
+			}
+			for st := range seenEnd {
+				if st.Value == "dying" {
+					break
+				}
+			}
+			proxy.refuse.Store(true)
+			proxy.cutAll()
+			ms, err := x.env.admin.Do("PTTL", x.env.ns+"election:{"+name+"}")
+			if err != nil {
+				return err
+			}
+			end := time.Now().Add(time.Duration(ms.(int64)) * time.Millisecond)
+			for st := range seenEnd {
+				if st == (Leader{}) {
+					break
+				}
+			}
+			late := time.Since(end)
+			r.did(1)
+			r.add("ns/op", float64(late))
+			r.add("late-ms", float64(late)/1e6)
+			<-l.Lost()
+			return nil
+		})
+	}
+	x.run()
+}
+
+func init() {
+	targets = append(targets,
+		target{"election: a change reaches an observer, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "<=", 3},
+		target{"election: SetOwner's own round trip, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
+		target{"election: a lease that ran out is seen, ms after its end", [2]string{"BenchmarkElectionObserve/lease-end", "late-ms"}, [2]string{}, "<=", 50},
+	)
+}

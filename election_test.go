@@ -151,10 +151,11 @@ func TestElectionObserveSeesALeaseRunOut(t *testing.T) {
 		if got := next(t, seen); got != (Leader{}) {
 			t.Fatalf("observed %+v, want none", got)
 		}
-		// The lease ran at most 300 ms after the cut (less what had passed
-		// since the last extension); seen within 300 ms + 50 ms.
-		if took := time.Since(cut); took > 350*time.Millisecond {
-			t.Errorf("the lease's end was seen %v after the cut, want within 350ms", took)
+		// The lease ran at most 300 ms after the cut: seen then, by the read
+		// at the lease's end, not by the registration's renewal 3 s after
+		// the last one (how soon: BenchmarkElectionObserve/lease-end).
+		if took := time.Since(cut); took > 2*time.Second {
+			t.Errorf("the lease's end was seen %v after the cut, want at the lease's end (300ms), long before 3 s", took)
 		}
 		<-l.Lost()
 	})

@@ -49,6 +49,8 @@ func invalidCases(m reflect.Method) []string {
 			cases = append(cases, "nil ctx")
 		case in.Kind() == reflect.String && m.Name == "SetOwner":
 			cases = append(cases, "owner too long")
+		case in == reflect.TypeOf((*atomicredis.GuardedScript)(nil)):
+			cases = append(cases, "nil script", "key without the tag")
 		case in.Kind() == reflect.String && m.Name == "Campaign":
 			cases = append(cases, "value too long")
 		case in.Kind() == reflect.String && !named:

@@ -99,6 +99,12 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		_, err := e.Election("a", lockOpts{}).Campaign(ctx, strings.Repeat("v", atomicredis.MaxOwner+1))
 		return err
 	})
+	names("HashTag", func(ctx C, e *E, name string) error { _, err := e.HashTag(name); return err })
+	add("Lock.Eval: nil script", func(ctx C, e *E) error { _, err := held.Eval(ctx, nil); return err })
+	add("Lock.Eval: key without the tag", func(ctx C, e *E) error {
+		_, err := held.Eval(ctx, atomicredis.NewGuardedScript(1, "return redis.call('SET', KEYS[1], 1)"), "untagged")
+		return err
+	})
 	add("Lock.SetOwner: owner too long", func(ctx C, e *E) error {
 		return held.SetOwner(ctx, strings.Repeat("o", atomicredis.MaxOwner+1))
 	})
@@ -196,12 +202,16 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		"Lock.TTL":            func(ctx C, e *E) error { _, err := held.TTL(ctx); return err },
 		"Lock.Held":           func(ctx C, e *E) error { _, err := held.Held(ctx); return err },
 		"Lock.SetOwner":       func(ctx C, e *E) error { return held.SetOwner(ctx, "x") },
-		"Election.Campaign":   func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Campaign(ctx, "v"); return err },
-		"Election.Leader":     func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Leader(ctx); return err },
-		"Permit.Release":      func(ctx C, e *E) error { return permit.Release(ctx) },
-		"Permit.Extend":       func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
-		"Permit.TTL":          func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },
-		"Permit.Held":         func(ctx C, e *E) error { _, err := permit.Held(ctx); return err },
+		"Lock.Eval": func(ctx C, e *E) error {
+			_, err := held.Eval(ctx, atomicredis.NewGuardedScript(0, "return 1"))
+			return err
+		},
+		"Election.Campaign": func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Campaign(ctx, "v"); return err },
+		"Election.Leader":   func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Leader(ctx); return err },
+		"Permit.Release":    func(ctx C, e *E) error { return permit.Release(ctx) },
+		"Permit.Extend":     func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
+		"Permit.TTL":        func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },
+		"Permit.Held":       func(ctx C, e *E) error { _, err := permit.Held(ctx); return err },
 	} {
 		add(name+": nil ctx", func(_ C, e *E) error { return run(nilCtx, e) })
 	}

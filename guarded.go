@@ -1,0 +1,157 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ---------------------------------------------------------------------------
+// Writes guarded by a lock: the caller's Lua, run in the same script that
+// checks the lock is still the caller's
+
+// GuardedScript is a piece of the caller's Lua that Lock.Eval runs only
+// while the lock is held (NewGuardedScript). It is loaded once per server
+// (EVALSHA, and EVAL when the server does not know it yet) and safe for
+// concurrent use.
+type GuardedScript struct {
+	keyCount int
+	body     string
+	script   *redis.Script
+	rw       *redis.Script // the same, guarded by a read-write lock's writer
+	err      error         // why the body cannot run (a shebang line, a negative key count)
+}
+
+// NewGuardedScript makes body (Lua, as for EVAL: KEYS and ARGV are the
+// caller's own) a script that Lock.Eval runs atomically with the check that
+// the lock is held. keyCount is how many of Eval's arguments are keys. A
+// body with a shebang line ("#!") is refused when it is run (ErrInvalid):
+// Redis reads flags only from a script's first line, which is the guard's.
+func NewGuardedScript(keyCount int, body string) *GuardedScript {
+	s := &GuardedScript{keyCount: keyCount, body: body}
+	switch {
+	case keyCount < 0:
+		s.err = fmt.Errorf("key count %d: %w", keyCount, ErrInvalid)
+	case strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "#!"):
+		s.err = fmt.Errorf("a guarded script's body cannot have a shebang line: %w", ErrInvalid)
+	default:
+		s.script = redis.NewScript(keyCount+1, guardedLock+guardedBody(body))
+		s.rw = redis.NewScript(keyCount+1, guardedWriter+guardedBody(body))
+	}
+	return s
+}
+
+// The guards: the lock (KEYS[1]) must be held by the token (ARGV[1]), else
+// the script replies notHeldReply and runs nothing of the body. A lock is
+// "token fence seq[ owner]"; a read-write lock's writer is a member of its
+// leases, with a deadline past the server's clock.
+const (
+	guardedLock = `local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+  return redis.error_reply('` + notHeldReply + `')
+end
+`
+	guardedWriter = `local d = redis.call('ZSCORE', KEYS[1], ARGV[1])
+local t = redis.call('TIME')
+if not d or tonumber(d) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
+  return redis.error_reply('` + notHeldReply + `')
+end
+`
+	notHeldReply = "ATOMICREDIS_NOT_HELD the lock is not held by this token"
+)
+
+// guardedBody runs body as a function of its own, with the caller's KEYS
+// and ARGV (the guard's key and token taken off the front).
+func guardedBody(body string) string {
+	return `local keys, argv = {}, {}
+for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
+for i = 2, #ARGV do argv[i - 1] = ARGV[i] end
+local function body(KEYS, ARGV)
+` + body + `
+end
+return body(keys, argv)
+`
+}
+
+// HashTag returns the hash tag, "{name}", that every key a guarded script
+// of the named lock (or read-write lock, or election) touches must carry
+// as its first {…}, so that it lives in the lock's slot on a cluster.
+func (e *Engine) HashTag(name string) (string, error) {
+	obj, err := e.object(kindLock, name)
+	if err != nil {
+		return "", err
+	}
+	return "{" + obj.name + "}", nil
+}
+
+// Eval runs s atomically with the check that this lock (an exclusive lock,
+// an election's leadership or a read-write lock's writer) is still held by
+// this holder: keysAndArgs are s's keys (each carrying the lock's HashTag
+// as its first {…}, checked here before sending, whatever the server), then
+// its arguments. It returns the body's reply; an error wrapping ErrNotHeld,
+// with nothing run, if the lock is no longer this holder's; an error
+// wrapping the Redis error if the body failed (what it wrote before the
+// failure stays: Redis does not roll back); ErrInvalid for a reader's hold,
+// a key without the tag, or a script NewGuardedScript refused.
+func (l *Lock) Eval(ctx context.Context, s *GuardedScript, keysAndArgs ...any) (any, error) {
+	if l == nil {
+		return nil, errNilLock
+	}
+	h := &l.holding
+	if err := h.usable(ctx); err != nil {
+		return nil, err
+	}
+	switch {
+	case s == nil:
+		return nil, h.obj.errorf("nil guarded script: %w", ErrInvalid)
+	case s.err != nil:
+		return nil, h.obj.err(s.err)
+	case len(keysAndArgs) < s.keyCount:
+		return nil, h.obj.errorf("%d keys and arguments for a script of %d keys: %w", len(keysAndArgs), s.keyCount, ErrInvalid)
+	}
+	script := s.script
+	if h.ops.kind == kindRW {
+		if !strings.HasPrefix(h.token, "w-") {
+			return nil, h.obj.errorf("a read lock guards no write: %w", ErrInvalid)
+		}
+		script = s.rw
+	}
+	tag := "{" + h.obj.name + "}"
+	for i, k := range keysAndArgs[:s.keyCount] {
+		key, ok := k.(string)
+		if !ok || firstTag(key) != tag {
+			return nil, h.obj.errorf("key %d (%v) must carry the lock's hash tag %s as its first {…}: %w", i+1, k, tag, ErrInvalid)
+		}
+	}
+	args := make([]any, 0, len(keysAndArgs)+2)
+	args = append(args, h.keys[0])
+	args = append(args, keysAndArgs[:s.keyCount]...)
+	args = append(args, h.tokenArg)
+	args = append(args, keysAndArgs[s.keyCount:]...)
+	out, err := h.e.call(ctx, script, args, false, 0)
+	if err != nil {
+		var re redis.Error
+		if errors.As(err, &re) && strings.HasPrefix(string(re), "ATOMICREDIS_NOT_HELD") {
+			return nil, h.notHeld()
+		}
+		return nil, h.obj.errorf("guarded script: %w", err)
+	}
+	return out.reply, nil
+}
+
+// firstTag is key's first "{…}" with something inside, as Redis Cluster
+// hashes it, or "" if it has none.
+func firstTag(key string) string {
+	i := strings.IndexByte(key, '{')
+	if i < 0 {
+		return ""
+	}
+	j := strings.IndexByte(key[i+1:], '}')
+	if j <= 0 {
+		return ""
+	}
+	return key[i : i+j+2]
+}

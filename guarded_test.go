@@ -1,0 +1,131 @@
+package atomicredis
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+)
+
+// setIfMine writes ARGV[1] to KEYS[1] and returns it with the count of
+// keys and arguments the body saw.
+var setIfMine = NewGuardedScript(1, `redis.call('SET', KEYS[1], ARGV[1])
+return {redis.call('GET', KEYS[1]), #KEYS, #ARGV}`)
+
+// A guarded script runs while the lock is held, with the caller's KEYS and
+// ARGV; once the lock is gone it runs nothing and says ErrNotHeld.
+func TestEvalGuardedByTheLock(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		tag, err := e.HashTag("order:7")
+		if err != nil || tag != "{order:7}" {
+			t.Fatalf("HashTag: %q, %v", tag, err)
+		}
+		key := s.NS + "stock:" + tag + ":qty"
+		l, err := e.TryLock(ctx, "order:7", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := redis.Values(l.Eval(ctx, setIfMine, key, "41"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := redis.String(v[0], nil); got != "41" || v[1].(int64) != 1 || v[2].(int64) != 1 {
+			t.Fatalf("reply %v, want [41 1 1]: the body sees only its own keys and arguments", v)
+		}
+		if _, err := s.Do("SCRIPT", "FLUSH"); err == nil { // the next call loads it again (EVAL after NOSCRIPT)
+			if _, err := l.Eval(ctx, setIfMine, key, "42"); err != nil {
+				t.Fatalf("after SCRIPT FLUSH: %v", err)
+			}
+		}
+		if ok, err := e.ForceUnlock(ctx, "order:7"); !ok || err != nil {
+			t.Fatalf("ForceUnlock: %v, %v", ok, err)
+		}
+		next, err := e.TryLock(ctx, "order:7", LockOptions{TTL: 5 * time.Second}) // another holder now
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer next.Unlock(ctx)
+		if _, err := l.Eval(ctx, setIfMine, key, "43"); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Eval after the lock was taken away: %v, want ErrNotHeld", err)
+		}
+		if got, _ := redis.String(s.Do("GET", key)); got == "43" {
+			t.Fatal("the body ran though the lock was not held")
+		}
+	})
+}
+
+// A body's error comes back wrapping Redis's, its writes before it stay; a
+// read lock guards nothing, a write lock does; keys must carry the tag.
+func TestEvalErrorsAndReadWriteLocks(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		key := s.NS + "x:{doc}"
+		w, err := e.TryWLock(ctx, "doc", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		failing := NewGuardedScript(1, `redis.call('SET', KEYS[1], 'before')
+return redis.call('INCR', KEYS[1])`)
+		_, err = w.Eval(ctx, failing, key)
+		var re redis.Error
+		if !errors.As(err, &re) || errors.Is(err, ErrNotHeld) || errors.Is(err, ErrInvalid) {
+			t.Fatalf("a failing body: %v, want the Redis error", err)
+		}
+		if got, _ := redis.String(s.Do("GET", key)); got != "before" {
+			t.Fatalf("the write before the error: %q, want it kept", got)
+		}
+		if _, err := w.Eval(ctx, setIfMine, key, "w"); err != nil {
+			t.Fatalf("a writer's Eval: %v", err)
+		}
+		if _, err := w.Eval(ctx, setIfMine, s.NS+"x:{other}", "w"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a key of another tag: %v, want ErrInvalid", err)
+		}
+		if _, err := w.Eval(ctx, setIfMine, s.NS+"x:{}{doc}", "w"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a key whose first {…} is empty: %v, want ErrInvalid", err)
+		}
+		if _, err := w.Eval(ctx, NewGuardedScript(0, "#!lua flags=no-writes\nreturn 1")); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a shebang line: %v, want ErrInvalid", err)
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Eval(ctx, setIfMine, key, "late"); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("a released writer's Eval: %v, want ErrNotHeld", err)
+		}
+		r, err := e.TryRLock(ctx, "doc", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer r.Unlock(ctx)
+		if _, err := r.Eval(ctx, setIfMine, key, "r"); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a reader's Eval: %v, want ErrInvalid", err)
+		}
+		if got, _ := redis.String(s.Do("GET", key)); got != "w" {
+			t.Fatalf("the key after refused calls: %q, want \"w\"", got)
+		}
+	})
+}
+
+// An election's leader guards writes with its term.
+func TestEvalByALeader(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		lead, err := e.Election("sched", LockOptions{TTL: 200 * time.Millisecond}).Campaign(ctx, "me")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lead.Unlock(ctx)
+		tag, _ := e.HashTag("sched")
+		if _, err := lead.Eval(ctx, setIfMine, s.NS+"plan:"+tag, strings.Repeat("p", 3)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

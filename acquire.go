@@ -28,6 +28,16 @@ type request struct {
 // take checks r, acquires a holding of the named object into h, and tells
 // the observer how it went.
 func (e *Engine) take(ctx context.Context, h *holding, name string, r request) error {
+	if err := e.prepare(ctx, h, name, &r); err != nil {
+		return err
+	}
+	g, err := e.acquire(ctx, &h.acq)
+	return e.settle(h, r, g, err)
+}
+
+// prepare checks r and readies h's acquisition (h.acq) of the named object:
+// its token, keys and arguments.
+func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *request) error {
 	obj, err := e.object(r.ops.kind, name)
 	if err != nil {
 		return err
@@ -65,14 +75,20 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 		observers := obj.key(":observers")
 		all, keys = append(all, observers), append(keys, observers)
 	}
-	a := &h.acq // in h, allocated already
-	*a = acquisition{obj: obj, ops: r.ops, keys: all, token: token, tokenArg: token,
-		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit)}
-	g, err := e.acquire(ctx, a)
+	h.acq = acquisition{obj: obj, ops: r.ops, keys: all, token: token, tokenArg: token,
+		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit)} // in h, allocated already
+	h.keys = keys
+	return nil
+}
+
+// settle makes h the holding its acquisition got (err nil: g), or reports
+// why not, and tells the observer.
+func (e *Engine) settle(h *holding, r request, g grant, err error) error {
+	a, obj := &h.acq, h.acq.obj
 	if err == nil {
-		h.e, h.obj, h.ops, h.keys, h.token, h.tokenArg = e, obj, r.ops, keys, token, a.tokenArg
+		h.e, h.obj, h.ops, h.token, h.tokenArg = e, obj, r.ops, a.token, a.tokenArg
 		h.fence, h.queued, h.owner = g.fence, g.queued, r.owner
-		h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, lease, g.sent, !g.handed
+		h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, a.lease, g.sent, !g.handed
 		if !e.adopt(h, r.watchdog || g.handed) { // granted as Close ran: pass it on
 			e.abandon(a)
 			err = obj.errorf("granted as the engine closed, and passed on: %w", ErrClosed)

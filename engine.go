@@ -150,6 +150,7 @@ type Engine struct {
 	idArg        any           // id, as the scripts take it
 	wakeArg      any           // <ns>wake:, the channels' prefix, as the scripts take it
 	retentionArg any           // the fence retention in ms, as the scripts take it
+	clustered    atomic.Bool   // a script over several slots was refused (CROSSSLOT): LockAll goes one name at a time
 	queueTTL     time.Duration // a queue entry's lifetime unless extended
 	subIdle      time.Duration // how long the wake subscription outlives the last waiter
 	wake         waker

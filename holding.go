@@ -113,6 +113,7 @@ type holding struct {
 	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
 	seq        int64                                 // the last extension's number (lock_extend, rw_extend)
 	owner      string                                // the Owner stored with it
+	onLost     func()                                // a MultiLock's: called when it is lost
 	ended      error                                 // why it ended (released, lost, the engine closed); nil while held
 	byClose    bool                                  // Close released it
 	lostCh     chan struct{}                         // made when Lost is first called
@@ -340,8 +341,19 @@ func (h *holding) notHeld() error {
 	h.closeLost()
 	if h.end(err) {
 		h.e.observe(h.event(EventLost, err))
+		h.lostHook()
 	}
 	return err
+}
+
+// lostHook tells a MultiLock that h is lost.
+func (h *holding) lostHook() {
+	h.mu.Lock()
+	f := h.onLost
+	h.mu.Unlock()
+	if f != nil {
+		f()
+	}
 }
 
 // end marks the holding over for cause: its contexts end with it, and the
@@ -374,6 +386,7 @@ func (h *holding) lost(cause error) {
 	h.closeLost()
 	if h.end(cause) {
 		h.e.emit(h.event(EventLost, cause))
+		h.lostHook()
 	}
 }
 

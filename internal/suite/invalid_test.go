@@ -14,16 +14,19 @@ import (
 // noInvalidArgument lists the public methods that take nothing a caller
 // could get wrong, so they need no row in invalidCalls.
 var noInvalidArgument = map[string]string{
-	"Lock.Token":       "takes nothing",
-	"Lock.Fence":       "takes nothing",
-	"Lock.Lost":        "takes nothing",
-	"Lock.Context":     "takes only a parent context (nil is taken as Background)",
-	"Lock.Owner":       "takes nothing",
-	"Election.Observe": "returns no error: with a nil ctx or a bad name its channel is closed at once",
-	"Permit.Lost":      "takes nothing",
-	"Permit.Context":   "takes only a parent context (nil is taken as Background)",
-	"Permit.Token":     "takes nothing",
-	"Permit.Fence":     "takes nothing",
+	"Lock.Token":        "takes nothing",
+	"Lock.Fence":        "takes nothing",
+	"Lock.Lost":         "takes nothing",
+	"Lock.Context":      "takes only a parent context (nil is taken as Background)",
+	"Lock.Owner":        "takes nothing",
+	"Election.Observe":  "returns no error: with a nil ctx or a bad name its channel is closed at once",
+	"MultiLock.Lost":    "takes nothing",
+	"MultiLock.Locks":   "takes nothing",
+	"MultiLock.Context": "takes only a parent context (nil is taken as Background)",
+	"Permit.Lost":       "takes nothing",
+	"Permit.Context":    "takes only a parent context (nil is taken as Background)",
+	"Permit.Token":      "takes nothing",
+	"Permit.Fence":      "takes nothing",
 }
 
 // invalidCases are the rows a method's signature calls for: its first
@@ -49,6 +52,8 @@ func invalidCases(m reflect.Method) []string {
 			cases = append(cases, "nil ctx")
 		case in.Kind() == reflect.String && m.Name == "SetOwner":
 			cases = append(cases, "owner too long")
+		case in == reflect.TypeOf([]string(nil)):
+			cases = append(cases, "no names", "a name twice", "too many names", "a bad name")
 		case in == reflect.TypeOf((*atomicredis.GuardedScript)(nil)):
 			cases = append(cases, "nil script", "key without the tag")
 		case in.Kind() == reflect.String && m.Name == "Campaign":
@@ -92,7 +97,7 @@ func invalidCases(m reflect.Method) []string {
 // names a method that exists.
 func TestInvalidCallsCoverTheAPI(t *testing.T) {
 	rows := map[string]bool{}
-	for _, c := range invalidCalls(nil, nil) {
+	for _, c := range invalidCalls(nil, nil, nil) {
 		if rows[c.name] {
 			t.Errorf("row %q twice", c.name)
 		}
@@ -108,6 +113,7 @@ func TestInvalidCallsCoverTheAPI(t *testing.T) {
 		{"Lock.", reflect.TypeOf((*atomicredis.Lock)(nil))},
 		{"Permit.", reflect.TypeOf((*atomicredis.Permit)(nil))},
 		{"Election.", reflect.TypeOf((*atomicredis.Election)(nil))},
+		{"MultiLock.", reflect.TypeOf((*atomicredis.MultiLock)(nil))},
 	} {
 		for i := 0; i < typ.t.NumMethod(); i++ {
 			m := typ.t.Method(i)

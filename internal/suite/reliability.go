@@ -31,7 +31,7 @@ var badNames = []string{"", "a{b", "a}b", "{x}"}
 // that TestInvalidCallsCoverTheAPI can hold the table against the method
 // sets. held is a lock and permit a permit the caller holds, for the
 // methods of *Lock and *Permit.
-func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCall {
+func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit, multi *atomicredis.MultiLock) []engineCall {
 	type E = atomicredis.Engine
 	type C = context.Context
 	var calls []engineCall
@@ -105,6 +105,28 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		_, err := held.Eval(ctx, atomicredis.NewGuardedScript(1, "return redis.call('SET', KEYS[1], 1)"), "untagged")
 		return err
 	})
+	for method, lockAll := range map[string]func(*E) func(C, []string, lockOpts) (*atomicredis.MultiLock, error){
+		"LockAll":    func(e *E) func(C, []string, lockOpts) (*atomicredis.MultiLock, error) { return e.LockAll },
+		"TryLockAll": func(e *E) func(C, []string, lockOpts) (*atomicredis.MultiLock, error) { return e.TryLockAll },
+	} {
+		run := func(ctx C, e *E, names []string, o lockOpts) error { _, err := lockAll(e)(ctx, names, o); return err }
+		many := make([]string, atomicredis.MaxLockAll+1)
+		for i := range many {
+			many[i] = fmt.Sprint("n", i)
+		}
+		for what, names := range map[string][]string{"no names": nil, "a name twice": {"a", "b", "a"}, "too many names": many, "a bad name": {"a", "b{"}} {
+			add(method+": "+what, func(ctx C, e *E) error { return run(ctx, e, names, lockOpts{}) })
+		}
+		durations(method+": TTL", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, []string{"a", "b"}, lockOpts{TTL: d}) })
+		if method == "LockAll" {
+			durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, []string{"a", "b"}, lockOpts{Wait: d}) })
+		}
+		add(method+": Owner too long", func(ctx C, e *E) error {
+			return run(ctx, e, []string{"a", "b"}, lockOpts{Owner: strings.Repeat("o", atomicredis.MaxOwner+1)})
+		})
+		add(method+": nil ctx", func(_ C, e *E) error { return run(nil, e, []string{"a", "b"}, lockOpts{}) })
+	}
+	durations("MultiLock.Extend: duration", func(ctx C, e *E, d time.Duration) error { return multi.Extend(ctx, d) })
 	add("Lock.SetOwner: owner too long", func(ctx C, e *E) error {
 		return held.SetOwner(ctx, strings.Repeat("o", atomicredis.MaxOwner+1))
 	})
@@ -202,6 +224,10 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit) []engineCa
 		"Lock.TTL":            func(ctx C, e *E) error { _, err := held.TTL(ctx); return err },
 		"Lock.Held":           func(ctx C, e *E) error { _, err := held.Held(ctx); return err },
 		"Lock.SetOwner":       func(ctx C, e *E) error { return held.SetOwner(ctx, "x") },
+		"MultiLock.Unlock":    func(ctx C, e *E) error { return multi.Unlock(ctx) },
+		"MultiLock.Extend":    func(ctx C, e *E) error { return multi.Extend(ctx, 0) },
+		"MultiLock.TTL":       func(ctx C, e *E) error { _, err := multi.TTL(ctx); return err },
+		"MultiLock.Held":      func(ctx C, e *E) error { _, err := multi.Held(ctx); return err },
 		"Lock.Eval": func(ctx C, e *E) error {
 			_, err := held.Eval(ctx, atomicredis.NewGuardedScript(0, "return 1"))
 			return err
@@ -243,8 +269,12 @@ func badInputWritesNothing(t *testing.T, s *testserver.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	multi, err := e.TryLockAll(ctx, []string{"held-1", "held-2"}, lockOpts{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	before := s.Snapshot(t)
-	for _, c := range invalidCalls(held, permit) {
+	for _, c := range invalidCalls(held, permit, multi) {
 		err := c.run(ctx, e)
 		if !errors.Is(err, atomicredis.ErrInvalid) {
 			t.Errorf("%s: %v, want ErrInvalid", c.name, err)

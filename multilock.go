@@ -1,0 +1,385 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ---------------------------------------------------------------------------
+// Many keys: all of a set of locks, or none
+
+// MaxLockAll is how many names LockAll and TryLockAll take at most.
+const MaxLockAll = 64
+
+// MultiLock is a holding of several locks, taken together by LockAll or
+// TryLockAll. Losing any of them loses it: the rest are released. Its
+// methods are safe for concurrent use; on a nil *MultiLock they report
+// ErrNotHeld.
+type MultiLock struct {
+	e     *Engine
+	locks []*Lock // in the caller's order
+
+	lostOnce sync.Once
+	lostCh   chan struct{}
+}
+
+// LockAll takes every named lock (1 to MaxLockAll distinct names) or none,
+// waiting up to o.Wait in all (default 10s): on a server that is not a
+// cluster, first in one script that takes them all if all are free; when
+// some are not, and on a cluster, one name after another in a fixed order
+// (by slot, then name), each waited for in its FIFO queue while those
+// taken are extended, so two LockAll calls over the same names in any
+// order never deadlock; then all are checked held (and their leases
+// started anew) before it returns. On failure or a done ctx, whatever was
+// taken is released before it returns. A name this engine holds already is
+// an error at once (wrapping ErrNotAcquired), never a wait on itself.
+// o.Owner is stored with each lock; o.Watchdog extends each.
+func (e *Engine) LockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
+	return e.lockAll(ctx, names, o, true)
+}
+
+// TryLockAll makes one attempt at every named lock and returns an error
+// wrapping ErrNotAcquired, holding none, if any is held or has live
+// waiters. o.Wait is neither used nor checked.
+func (e *Engine) TryLockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
+	return e.lockAll(ctx, names, o, false)
+}
+
+// crossSlotErr: the one script over every name was refused because the
+// server is a cluster.
+func crossSlotErr(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "CROSSSLOT")
+}
+
+func (e *Engine) lockAll(ctx context.Context, names []string, o LockOptions, mayWait bool) (*MultiLock, error) {
+	if err := e.checkLockAll(ctx, names, o, mayWait); err != nil {
+		return nil, err
+	}
+	m := &MultiLock{e: e, locks: make([]*Lock, len(names)), lostCh: make(chan struct{})}
+	if len(names) > 1 && !e.clustered.Load() {
+		done, err := m.tryAtOnce(ctx, names, o)
+		if done || err != nil {
+			return m.ready(err)
+		}
+	}
+	return m.ready(m.oneByOne(ctx, names, o, mayWait))
+}
+
+// checkLockAll checks everything LockAll's arguments can get wrong before
+// anything is sent.
+func (e *Engine) checkLockAll(ctx context.Context, names []string, o LockOptions, mayWait bool) error {
+	if err := e.usable(); err != nil {
+		return err
+	}
+	if len(names) == 0 || len(names) > MaxLockAll {
+		return &Error{Object: ObjectLock, Err: fmt.Errorf("%d names: LockAll takes 1 to %d: %w", len(names), MaxLockAll, ErrInvalid)}
+	}
+	seen := make(map[string]bool, len(names))
+	for _, name := range names {
+		obj, err := e.object(kindLock, name)
+		if err != nil {
+			return err
+		}
+		if seen[name] {
+			return obj.errorf("named twice: %w", ErrInvalid)
+		}
+		seen[name] = true
+		if ctx == nil {
+			return obj.err(errNilContext)
+		}
+		if _, err := obj.duration("TTL", o.TTL, DefaultTTL); err != nil {
+			return err
+		}
+		if mayWait {
+			if _, err := obj.duration("Wait", o.Wait, DefaultWait); err != nil {
+				return err
+			}
+		}
+		if len(o.Owner) > MaxOwner {
+			return obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(o.Owner), MaxOwner, ErrInvalid)
+		}
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for h := range e.held {
+		if h.ops == lockOps && seen[h.obj.name] && !h.leaseOver() {
+			return h.obj.errorf("this engine holds it already (fence %d): LockAll would wait on itself: %w", h.fence, ErrNotAcquired)
+		}
+	}
+	return nil
+}
+
+// tryAtOnce takes every lock in one script (lock_acquire_all). done: it did
+// (or failed for good: err); not done: a lock was busy, or the server is a
+// cluster.
+func (m *MultiLock) tryAtOnce(ctx context.Context, names []string, o LockOptions) (done bool, err error) {
+	e := m.e
+	r := request{ops: lockOps, ttl: o.TTL, watchdog: o.Watchdog}
+	hs := make([]*Lock, len(names))
+	keys := make([]any, 0, 4*len(names))
+	tokens := make([]any, 0, len(names))
+	for i, name := range names {
+		hs[i] = &Lock{}
+		if err := e.prepare(ctx, &hs[i].holding, name, &r); err != nil {
+			return true, err
+		}
+		a := &hs[i].acq
+		keys = append(keys, a.keys[0], a.keys[1], a.keys[2], a.keys[len(a.keys)-1])
+		tokens = append(tokens, a.tokenArg)
+	}
+	lease := hs[0].acq.lease
+	args := append(append(keys, lease.Milliseconds(), e.retentionArg, o.Owner), tokens...)
+	sent := time.Now()
+	out, err := e.call(ctx, scriptLockAll, append([]any{len(keys)}, args...), e.replicas > 0, 0)
+	if crossSlotErr(err) {
+		e.clustered.Store(true)
+		return false, nil
+	}
+	if err != nil && out.reached && unknownOutcome(err) {
+		for _, l := range hs { // a late arrival of the script finds each abandoned
+			e.abandon(&l.acq)
+		}
+	}
+	if err != nil {
+		return true, &Error{Object: ObjectLock, Name: names[0], Err: fmt.Errorf("LockAll of %d names: %w", len(names), err)}
+	}
+	v, err := redis.Int64s(out.reply, nil)
+	if err != nil || len(v) < 2 {
+		return true, &Error{Object: ObjectLock, Name: names[0], Err: fmt.Errorf("LockAll: unexpected reply %v", out.reply)}
+	}
+	if v[0] == 0 {
+		return false, nil
+	}
+	if out.shortfall != nil { // a failover could grant them again: give them back
+		for _, l := range hs {
+			e.abandon(&l.acq)
+		}
+		return true, &Error{Object: ObjectLock, Name: names[0], Err: out.shortfall}
+	}
+	r.owner = o.Owner
+	var errs []error
+	for i, l := range hs {
+		if err := e.settle(&l.holding, r, grant{fence: v[i+1], sent: sent}, nil); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		m.locks[i] = l
+	}
+	return true, errors.Join(errs...)
+}
+
+// oneByOne takes the locks one after another, in slot and name order, each
+// with a watchdog until all are taken; then checks each held with an
+// extension that starts its lease anew, and stops the watchdogs o does not
+// ask for.
+func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions, mayWait bool) error {
+	e := m.e
+	order := make([]int, len(names))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if sa, sb := slot(names[a]), slot(names[b]); sa != sb {
+			return int(sa) - int(sb)
+		}
+		return strings.Compare(names[a], names[b])
+	})
+	wait := o.Wait
+	if wait == 0 {
+		wait = DefaultWait
+	}
+	deadline := time.Now().Add(wait)
+	each := LockOptions{TTL: o.TTL, Watchdog: true, Owner: o.Owner}
+	for _, i := range order {
+		var l *Lock
+		var err error
+		if mayWait {
+			each.Wait = time.Until(deadline)
+			if each.Wait < time.Millisecond {
+				return &Error{Object: ObjectLock, Name: names[i], Err: fmt.Errorf("LockAll's wait of %v ran out: %w", wait, ErrNotAcquired)}
+			}
+			l, err = e.Lock(ctx, names[i], each)
+		} else {
+			l, err = e.TryLock(ctx, names[i], each)
+		}
+		if err != nil {
+			return err
+		}
+		m.locks[i] = l
+	}
+	var errs []error
+	for _, l := range m.locks {
+		if !o.Watchdog {
+			l.stopWatchdog()
+			l.mu.Lock()
+			l.watchdog = false
+			l.mu.Unlock()
+		}
+		if err := l.Extend(ctx, 0); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// ready returns m if err is nil, else releases what m took and returns err.
+// A MultiLock that is ready loses all its locks with any of them.
+func (m *MultiLock) ready(err error) (*MultiLock, error) {
+	if err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+		defer cancel()
+		for _, l := range m.locks {
+			if l != nil {
+				l.Unlock(ctx)
+			}
+		}
+		return nil, err
+	}
+	for _, l := range m.locks {
+		l.mu.Lock()
+		l.onLost = m.lostOne
+		ended := l.ended != nil
+		l.mu.Unlock()
+		if ended {
+			m.lostOne()
+		}
+	}
+	return m, nil
+}
+
+// lostOne is called when one of m's locks is lost: m is lost, and the
+// others are released in the background.
+func (m *MultiLock) lostOne() {
+	m.lostOnce.Do(func() {
+		close(m.lostCh)
+		m.e.goTracked(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+			defer cancel()
+			for _, l := range m.locks {
+				l.Unlock(ctx) // a lost one says so, and changes nothing
+			}
+		})
+	})
+}
+
+var errNilMultiLock = &Error{Object: ObjectLock, Err: fmt.Errorf("nil multi-lock: %w", ErrNotHeld)}
+
+// Locks returns the locks, in the order of LockAll's names, each with its
+// own fence and token.
+func (m *MultiLock) Locks() []*Lock {
+	if m == nil {
+		return nil
+	}
+	return slices.Clone(m.locks)
+}
+
+// Unlock releases every lock, and returns each failure (errors.Join).
+func (m *MultiLock) Unlock(ctx context.Context) error {
+	if m == nil {
+		return errNilMultiLock
+	}
+	return m.each(func(l *Lock) error { return l.Unlock(ctx) })
+}
+
+// Extend extends every lock to ttl (0: its current lease), and returns
+// each failure (errors.Join).
+func (m *MultiLock) Extend(ctx context.Context, ttl time.Duration) error {
+	if m == nil {
+		return errNilMultiLock
+	}
+	return m.each(func(l *Lock) error { return l.Extend(ctx, ttl) })
+}
+
+// each runs f on every lock at once, and joins their errors.
+func (m *MultiLock) each(f func(*Lock) error) error {
+	errs := make([]error, len(m.locks))
+	var wg sync.WaitGroup
+	for i, l := range m.locks {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = f(l)
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// TTL returns the shortest remaining lease among the locks, or an error
+// (wrapping ErrNotHeld if one is no longer this holder's).
+func (m *MultiLock) TTL(ctx context.Context) (time.Duration, error) {
+	if m == nil {
+		return 0, errNilMultiLock
+	}
+	var mu sync.Mutex
+	least := time.Duration(1 << 62)
+	err := m.each(func(l *Lock) error {
+		d, err := l.TTL(ctx)
+		mu.Lock()
+		least = min(least, d)
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return least, nil
+}
+
+// Held reports whether every lock is still held by this holder.
+func (m *MultiLock) Held(ctx context.Context) (bool, error) {
+	return held(m.TTL(ctx))
+}
+
+// Lost returns a channel that closes when any of the locks is lost (see
+// Lock.Lost); the others are then released.
+func (m *MultiLock) Lost() <-chan struct{} {
+	if m == nil {
+		return closedChan
+	}
+	return m.lostCh
+}
+
+// Context returns a context derived from parent that is done when any of
+// the locks' Context is: when one is released or lost.
+func (m *MultiLock) Context(parent context.Context) (context.Context, context.CancelFunc) {
+	if m == nil {
+		return canceled(parent)
+	}
+	ctx := parent
+	cancels := make([]context.CancelFunc, 0, len(m.locks))
+	for _, l := range m.locks {
+		var cancel context.CancelFunc
+		ctx, cancel = l.Context(ctx)
+		cancels = append(cancels, cancel)
+	}
+	return ctx, func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}
+}
+
+// slot is the cluster slot of a name's keys: CRC16 (XMODEM) of the name,
+// their hash tag, mod 16384.
+func slot(name string) uint16 {
+	var crc uint16
+	for i := 0; i < len(name); i++ {
+		crc ^= uint16(name[i]) << 8
+		for j := 0; j < 8; j++ {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc % 16384
+}

@@ -1,0 +1,210 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
+)
+
+// free fails t unless none of names is held.
+func free(t *testing.T, e *Engine, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if info := lockInfo(t, e, n); info.Held {
+			t.Errorf("%s is held (fence %d), want free", n, info.Fence)
+		}
+	}
+}
+
+// TryLockAll takes all or none; LockAll waits for the busy ones.
+func TestLockAllAllOrNone(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, other, ctx := engine(s), engine(s), ctxT(t)
+		names := []string{"a", "b", "c", "d"}
+		m, err := e.TryLockAll(ctx, names, LockOptions{TTL: 5 * time.Second, Owner: "me"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range m.Locks() {
+			info := lockInfo(t, e, names[i])
+			if info.Token != l.Token() || info.Fence != l.Fence() || info.Owner != "me" {
+				t.Fatalf("%s: %+v, want held by lock %d (fence %d, owner me)", names[i], info, i, l.Fence())
+			}
+		}
+		if held, err := m.Held(ctx); !held || err != nil {
+			t.Fatalf("Held: %v, %v", held, err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		free(t, e, names...)
+		if clustered := s.Engines != nil; e.clustered.Load() != clustered { // one script, or one name at a time
+			t.Fatalf("took them one at a time: %v; on a multi-node cluster: %v", e.clustered.Load(), clustered)
+		}
+
+		busy, err := other.TryLock(ctx, "c", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.TryLockAll(ctx, names, LockOptions{}); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("TryLockAll with c held: %v, want ErrNotAcquired", err)
+		}
+		free(t, e, "a", "b", "d")
+
+		got := make(chan *MultiLock, 1)
+		go func() {
+			m, err := e.LockAll(ctx, names, LockOptions{TTL: 5 * time.Second, Wait: 5 * time.Second})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- m
+		}()
+		waitFor(t, func() bool { return lockInfo(t, e, "c").Waiting == 1 })
+		if err := busy.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		m = <-got
+		if m == nil {
+			return
+		}
+		for i, l := range m.Locks() {
+			if info := lockInfo(t, e, names[i]); info.Token != l.Token() {
+				t.Fatalf("after waiting: %s: %+v, want lock %d's", names[i], info, i)
+			}
+		}
+		if _, err := e.TryLockAll(ctx, []string{"x", "a"}, LockOptions{}); !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "already") {
+			t.Fatalf("TryLockAll of a name the engine holds: %v, want an error at once", err)
+		}
+		start := time.Now()
+		if _, err := e.LockAll(ctx, []string{"a"}, LockOptions{Wait: 5 * time.Second}); !errors.Is(err, ErrNotAcquired) || time.Since(start) > time.Second {
+			t.Fatalf("LockAll of a name the engine holds: %v after %v, want an error at once", err, time.Since(start))
+		}
+		free(t, e, "x")
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// A LockAll whose wait ends releases what it took.
+func TestLockAllReleasesOnFailure(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, other, ctx := engine(s), engine(s), ctxT(t)
+		names := []string{"p", "q", "r"}
+		busy, err := other.TryLock(ctx, "q", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer busy.Unlock(ctx)
+		if _, err := e.LockAll(ctx, names, LockOptions{Wait: 200 * time.Millisecond}); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("LockAll with q held throughout: %v, want ErrNotAcquired", err)
+		}
+		free(t, e, "p", "r")
+	})
+}
+
+// Two LockAll calls over the same names in opposite orders, again and
+// again, never deadlock.
+func TestLockAllCrossingOrders(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		names := []string{"n1", "n2", "n3", "n4", "n5"}
+		var wg sync.WaitGroup
+		errs := make(chan error, 4)
+		for w := 0; w < 4; w++ {
+			e := engine(s)
+			order := append([]string(nil), names...)
+			if w%2 == 1 {
+				for i, j := 0, len(order)-1; i < j; i, j = i+1, j-1 {
+					order[i], order[j] = order[j], order[i]
+				}
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := 0; i < 10; i++ {
+					m, err := e.LockAll(ctx, order, LockOptions{TTL: 5 * time.Second, Wait: 10 * time.Second})
+					if err != nil {
+						errs <- fmt.Errorf("round %d: %w", i, err)
+						return
+					}
+					if err := m.Unlock(ctx); err != nil {
+						errs <- err
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Error(err)
+		}
+	})
+}
+
+// Losing one lock loses the MultiLock: Lost closes, its Context ends, the
+// other locks are released.
+func TestLockAllLosesAllWithOne(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		names := []string{"u", "v", "w"}
+		m, err := e.LockAll(ctx, names, LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mctx, cancel := m.Context(context.Background())
+		defer cancel()
+		if ok, err := e.ForceUnlock(ctx, "v"); !ok || err != nil {
+			t.Fatalf("ForceUnlock: %v, %v", ok, err)
+		}
+		select {
+		case <-m.Lost():
+		case <-time.After(3 * time.Second):
+			t.Fatal("Lost did not close in 3 s")
+		}
+		select {
+		case <-mctx.Done():
+		case <-time.After(time.Second):
+			t.Fatal("Context did not end")
+		}
+		waitFor(t, func() bool { return !lockInfo(t, e, "u").Held && !lockInfo(t, e, "w").Held })
+		if err := m.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Unlock after the loss: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// Bad input writes nothing.
+func TestLockAllInvalid(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		many := make([]string, MaxLockAll+1)
+		for i := range many {
+			many[i] = fmt.Sprint("m", i)
+		}
+		for what, names := range map[string][]string{
+			"none": nil, "a duplicate": {"a", "b", "a"}, "too many": many, "a bad name": {"a", "{b}"},
+		} {
+			if _, err := e.TryLockAll(ctx, names, LockOptions{}); !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s: %v, want ErrInvalid", what, err)
+			}
+		}
+		free(t, e, "a", "b", "m0")
+	})
+}

@@ -72,6 +72,7 @@ var notOnCluster = map[string]string{
 	"TestBookRefreshRevives":              proxied,
 	"TestUnlockRetriesACutConnection":     proxied,
 	"TestElectionObserveSeesALeaseRunOut": proxied,
+	"TestEvalUnderFaults":                 proxied,
 	"TestBoundedPoolNoDeadlock":           ownPool,
 	"TestRWDeadReader":                    ownPool,
 }

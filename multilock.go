@@ -63,13 +63,25 @@ func (e *Engine) lockAll(ctx context.Context, names []string, o LockOptions, may
 		return nil, err
 	}
 	m := &MultiLock{e: e, locks: make([]*Lock, len(names)), lostCh: make(chan struct{})}
-	if len(names) > 1 && !e.clustered.Load() {
-		done, err := m.tryAtOnce(ctx, names, o)
-		if done || err != nil {
-			return m.ready(err)
+	if len(names) == 1 {
+		var err error
+		if mayWait {
+			m.locks[0], err = e.Lock(ctx, names[0], o)
+		} else {
+			m.locks[0], err = e.TryLock(ctx, names[0], o)
 		}
+		return m.ready(err)
 	}
-	return m.ready(m.oneByOne(ctx, names, o, mayWait))
+	busy, err := m.tryAll(ctx, names, o)
+	switch {
+	case err != nil:
+		return m.ready(err)
+	case busy < 0:
+		return m.ready(nil)
+	case !mayWait:
+		return m.ready(&Error{Object: ObjectLock, Name: names[busy], Err: fmt.Errorf("held or waited for, so LockAll took none of its %d names: %w", len(names), ErrNotAcquired)})
+	}
+	return m.ready(m.oneByOne(ctx, names, o))
 }
 
 // checkLockAll checks everything LockAll's arguments can get wrong before
@@ -116,21 +128,93 @@ func (e *Engine) checkLockAll(ctx context.Context, names []string, o LockOptions
 	return nil
 }
 
-// tryAtOnce takes every lock in one script (lock_acquire_all). done: it did
-// (or failed for good: err); not done: a lock was busy, or the server is a
-// cluster.
-func (m *MultiLock) tryAtOnce(ctx context.Context, names []string, o LockOptions) (done bool, err error) {
+// tryAll makes one attempt at every lock: on a server that is not a
+// cluster in one script; on a cluster (the script's CROSSSLOT says so) in
+// one script a slot, the slots at once. It returns the index of a name that
+// was busy (-1: all are taken), having released what it took.
+func (m *MultiLock) tryAll(ctx context.Context, names []string, o LockOptions) (busy int, err error) {
+	all := make([]int, len(names))
+	for i := range all {
+		all[i] = i
+	}
+	if !m.e.clustered.Load() {
+		busy, cross, err := m.tryGroup(ctx, names, all, o)
+		if !cross {
+			return busy, m.undo(err, busy)
+		}
+		m.e.clustered.Store(true)
+	}
+	slots := map[uint16][]int{}
+	for i, name := range names {
+		slots[slot(name)] = append(slots[slot(name)], i)
+	}
+	busy = -1
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, group := range slots {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b, _, err := m.tryGroup(ctx, names, group, o)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if b >= 0 && busy < 0 {
+				busy = b
+			}
+		}()
+	}
+	wg.Wait()
+	return busy, m.undo(errors.Join(errs...), busy)
+}
+
+// undo releases every lock m took if err is not nil or a name was busy,
+// and returns err.
+func (m *MultiLock) undo(err error, busy int) error {
+	if err == nil && busy < 0 {
+		return nil
+	}
+	m.releaseAll()
+	return err
+}
+
+// releaseAll releases the locks m holds, and forgets them.
+func (m *MultiLock) releaseAll() {
+	ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, l := range m.locks {
+		if l == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			l.Unlock(ctx)
+		}()
+		m.locks[i] = nil
+	}
+	wg.Wait()
+}
+
+// tryGroup takes the locks of names at indexes group in one script
+// (lock_acquire_all). It returns the index of a busy name (-1: it took
+// them all), or cross if the server refused keys of several slots.
+func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o LockOptions) (busy int, cross bool, err error) {
 	e := m.e
 	r := request{ops: lockOps, ttl: o.TTL, watchdog: o.Watchdog}
-	hs := make([]*Lock, len(names))
-	keys := make([]any, 0, 4*len(names))
-	tokens := make([]any, 0, len(names))
-	for i, name := range names {
-		hs[i] = &Lock{}
-		if err := e.prepare(ctx, &hs[i].holding, name, &r); err != nil {
-			return true, err
+	hs := make([]*Lock, len(group))
+	keys := make([]any, 0, 4*len(group))
+	tokens := make([]any, 0, len(group))
+	for j, i := range group {
+		hs[j] = &Lock{}
+		if err := e.prepare(ctx, &hs[j].holding, names[i], &r); err != nil {
+			return -1, false, err
 		}
-		a := &hs[i].acq
+		a := &hs[j].acq
 		keys = append(keys, a.keys[0], a.keys[1], a.keys[2], a.keys[len(a.keys)-1])
 		tokens = append(tokens, a.tokenArg)
 	}
@@ -139,47 +223,47 @@ func (m *MultiLock) tryAtOnce(ctx context.Context, names []string, o LockOptions
 	sent := time.Now()
 	out, err := e.call(ctx, scriptLockAll, append([]any{len(keys)}, args...), e.replicas > 0, 0)
 	if crossSlotErr(err) {
-		e.clustered.Store(true)
-		return false, nil
+		return -1, true, nil
 	}
 	if err != nil && out.reached && unknownOutcome(err) {
 		for _, l := range hs { // a late arrival of the script finds each abandoned
 			e.abandon(&l.acq)
 		}
 	}
+	first := names[group[0]]
 	if err != nil {
-		return true, &Error{Object: ObjectLock, Name: names[0], Err: fmt.Errorf("LockAll of %d names: %w", len(names), err)}
+		return -1, false, &Error{Object: ObjectLock, Name: first, Err: fmt.Errorf("LockAll of %d names: %w", len(group), err)}
 	}
 	v, err := redis.Int64s(out.reply, nil)
 	if err != nil || len(v) < 2 {
-		return true, &Error{Object: ObjectLock, Name: names[0], Err: fmt.Errorf("LockAll: unexpected reply %v", out.reply)}
+		return -1, false, &Error{Object: ObjectLock, Name: first, Err: fmt.Errorf("LockAll: unexpected reply %v", out.reply)}
 	}
 	if v[0] == 0 {
-		return false, nil
+		return group[v[1]-1], false, nil
 	}
 	if out.shortfall != nil { // a failover could grant them again: give them back
 		for _, l := range hs {
 			e.abandon(&l.acq)
 		}
-		return true, &Error{Object: ObjectLock, Name: names[0], Err: out.shortfall}
+		return -1, false, &Error{Object: ObjectLock, Name: first, Err: out.shortfall}
 	}
 	r.owner = o.Owner
 	var errs []error
-	for i, l := range hs {
-		if err := e.settle(&l.holding, r, grant{fence: v[i+1], sent: sent}, nil); err != nil {
+	for j, l := range hs {
+		if err := e.settle(&l.holding, r, grant{fence: v[j+1], sent: sent}, nil); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		m.locks[i] = l
+		m.locks[group[j]] = l
 	}
-	return true, errors.Join(errs...)
+	return -1, false, errors.Join(errs...)
 }
 
 // oneByOne takes the locks one after another, in slot and name order, each
 // with a watchdog until all are taken; then checks each held with an
 // extension that starts its lease anew, and stops the watchdogs o does not
 // ask for.
-func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions, mayWait bool) error {
+func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions) error {
 	e := m.e
 	order := make([]int, len(names))
 	for i := range order {
@@ -198,17 +282,11 @@ func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions,
 	deadline := time.Now().Add(wait)
 	each := LockOptions{TTL: o.TTL, Watchdog: true, Owner: o.Owner}
 	for _, i := range order {
-		var l *Lock
-		var err error
-		if mayWait {
-			each.Wait = time.Until(deadline)
-			if each.Wait < time.Millisecond {
-				return &Error{Object: ObjectLock, Name: names[i], Err: fmt.Errorf("LockAll's wait of %v ran out: %w", wait, ErrNotAcquired)}
-			}
-			l, err = e.Lock(ctx, names[i], each)
-		} else {
-			l, err = e.TryLock(ctx, names[i], each)
+		each.Wait = time.Until(deadline)
+		if each.Wait < time.Millisecond {
+			return &Error{Object: ObjectLock, Name: names[i], Err: fmt.Errorf("LockAll's wait of %v ran out: %w", wait, ErrNotAcquired)}
 		}
+		l, err := e.Lock(ctx, names[i], each)
 		if err != nil {
 			return err
 		}
@@ -233,13 +311,7 @@ func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions,
 // A MultiLock that is ready loses all its locks with any of them.
 func (m *MultiLock) ready(err error) (*MultiLock, error) {
 	if err != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), ReleaseTimeout)
-		defer cancel()
-		for _, l := range m.locks {
-			if l != nil {
-				l.Unlock(ctx)
-			}
-		}
+		m.releaseAll()
 		return nil, err
 	}
 	for _, l := range m.locks {

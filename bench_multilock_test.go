@@ -1,0 +1,115 @@
+package atomicredis
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testcluster"
+	"github.com/atomicredis/atomicredis/internal/testserver"
+)
+
+func init() {
+	targets = append(targets,
+		target{"LockAll of 4 names, p50 ÷ one Lock's", [2]string{"BenchmarkLockAll/lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/lock", "p50-ms"}, "<=", 1.3},
+		target{"LockAll of 4 names on 3 primaries, p50 ÷ 4 Locks in a row", [2]string{"BenchmarkLockAll/cluster-lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "<=", 0.6},
+	)
+}
+
+// BenchmarkLockAll: how long an uncontended LockAll of 4 names takes to
+// return, against one Lock, on the bench server; and on the cluster of
+// REDIS_CLUSTER_ADDRS, with the 4 names on 3 primaries, against 4 Lock
+// calls in a row. The locks are released outside the timing.
+func BenchmarkLockAll(b *testing.B) {
+	x := newExperiment(b)
+	x.rounds = max(x.rounds, opRounds())
+	ctx := context.Background()
+	e := x.env.engine()
+	defer closeAll(e)()
+	const n = 200
+	timed := func(acquire func() (func() error, error)) func(r *round) error {
+		return func(r *round) error {
+			ds := make([]time.Duration, 0, n)
+			for i := 0; i < n; i++ {
+				start := time.Now()
+				release, err := acquire()
+				if err != nil {
+					return err
+				}
+				ds = append(ds, time.Since(start))
+				if err := release(); err != nil {
+					return err
+				}
+			}
+			addLatencies(r, ds)
+			return nil
+		}
+	}
+	names := []string{"all-a", "all-b", "all-c", "all-d"}
+	lockAll := func(e *Engine, names []string) func() (func() error, error) {
+		return func() (func() error, error) {
+			m, err := e.LockAll(ctx, names, LockOptions{TTL: benchLease})
+			if err != nil {
+				return nil, err
+			}
+			return func() error { return m.Unlock(ctx) }, nil
+		}
+	}
+	locks := func(e *Engine, names []string) func() (func() error, error) {
+		return func() (func() error, error) {
+			ls := make([]*Lock, 0, len(names))
+			for _, name := range names {
+				l, err := e.Lock(ctx, name, LockOptions{TTL: benchLease})
+				if err != nil {
+					return nil, err
+				}
+				ls = append(ls, l)
+			}
+			return func() error {
+				for _, l := range ls {
+					if err := l.Unlock(ctx); err != nil {
+						return err
+					}
+				}
+				return nil
+			}, nil
+		}
+	}
+	x.add("lock", timed(locks(e, names[:1])))
+	x.add("lockall-4", timed(lockAll(e, names)))
+	seeds := testserver.ClusterSeeds()
+	switch {
+	case len(seeds) == 0:
+		x.skip("cluster-lockall-4", "REDIS_CLUSTER_ADDRS not set")
+		x.skip("cluster-4-locks", "REDIS_CLUSTER_ADDRS not set")
+	case benchMini:
+		x.skip("cluster-lockall-4", "the main job runs on miniredis")
+		x.skip("cluster-4-locks", "the main job runs on miniredis")
+	default:
+		rc := testcluster.Client(b, seeds)
+		owners, err := testcluster.SlotOwners(rc)
+		if err != nil {
+			b.Fatal(err)
+		}
+		// 4 names on 3 primaries: two on one, one on each other.
+		byNode := map[string][]string{}
+		var spread []string
+		for i := 0; len(spread) < 4 && i < 10000; i++ {
+			name := fmt.Sprint("spread", i)
+			node := owners[keySlot(name)]
+			if len(byNode[node]) < 1 || len(byNode) == 3 && len(byNode[node]) < 2 && len(spread) == 3 {
+				byNode[node] = append(byNode[node], name)
+				spread = append(spread, name)
+			}
+		}
+		if len(byNode) != 3 {
+			b.Fatalf("names on %d primaries, want 3", len(byNode))
+		}
+		ce := New(testcluster.Pool{Cluster: rc}, WithNamespace(testNamespace()))
+		defer closeAll(ce)()
+		x.add("cluster-lockall-4", timed(lockAll(ce, spread)))
+		x.add("cluster-4-locks", timed(locks(ce, spread)))
+	}
+	x.run()
+}

@@ -146,7 +146,7 @@ func (m *MultiLock) tryAll(ctx context.Context, names []string, o LockOptions) (
 	}
 	slots := map[uint16][]int{}
 	for i, name := range names {
-		slots[slot(name)] = append(slots[slot(name)], i)
+		slots[hashSlot(name)] = append(slots[hashSlot(name)], i)
 	}
 	busy = -1
 	var mu sync.Mutex
@@ -270,7 +270,7 @@ func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions)
 		order[i] = i
 	}
 	slices.SortFunc(order, func(a, b int) int {
-		if sa, sb := slot(names[a]), slot(names[b]); sa != sb {
+		if sa, sb := hashSlot(names[a]), hashSlot(names[b]); sa != sb {
 			return int(sa) - int(sb)
 		}
 		return strings.Compare(names[a], names[b])
@@ -437,21 +437,4 @@ func (m *MultiLock) Context(parent context.Context) (context.Context, context.Ca
 			cancel()
 		}
 	}
-}
-
-// slot is the cluster slot of a name's keys: CRC16 (XMODEM) of the name,
-// their hash tag, mod 16384.
-func slot(name string) uint16 {
-	var crc uint16
-	for i := 0; i < len(name); i++ {
-		crc ^= uint16(name[i]) << 8
-		for j := 0; j < 8; j++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
 }

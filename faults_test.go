@@ -667,7 +667,7 @@ func TestClientClockOnlyPaces(t *testing.T) {
 		"settle":     "when the holding began, for EventReleased",
 		"take":       "an election's observer: when the leader's lease, as last read, ends, to read again then",
 		"run":        "an election's observer: when to renew its registration, and the pause after a failed read",
-		"tryAtOnce":  "when LockAll's one script was sent (the watchdogs' first base)",
+		"tryGroup":   "when LockAll's one script was sent (the watchdogs' first base)",
 		"oneByOne":   "LockAll's wait's deadline across its names",
 		"acquire":    "the wait's start and deadline, and how long it took, for its event",
 		"attempts":   "the wait's deadline, when each attempt was sent (the watchdog's first base)",

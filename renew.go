@@ -23,14 +23,15 @@ import (
 // cluster, one pipeline of the one-name scripts per primary.
 
 // Names per batch script, so that none runs much over a millisecond of
-// server time, even on a busy machine: a lock costs two commands in the
-// script (GET, SET), 3 to 9 µs on the 2-core bench server under load
-// (BenchmarkRenew's us/script: 1.9 ms for 200 locks, so 100 it is); a
-// read-write hold seven commands, a permit five.
+// server time, even on a busy machine. Measured on the 2-core bench server
+// shared with other work (load average 5), INFO commandstats per EVALSHA:
+// 100 locks 765 µs in one run, 1,209 µs in another, busier (BenchmarkRenew's
+// us/script; 200 took 1.9 ms); 30 read holds 464 µs, 40 permits 754 µs
+// (3,000 held for two renewal periods). So 64, 24 and 24.
 const (
-	batchLocks   = 100
-	batchHolds   = 30
-	batchPermits = 40
+	batchLocks   = 64
+	batchHolds   = 24
+	batchPermits = 24
 )
 
 // renewer is an engine's one renewal goroutine and the holdings it keeps.

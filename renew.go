@@ -602,11 +602,10 @@ func (e *Engine) receive(c *conn, pieces []piece, ack bool) error {
 	if !ack {
 		return nil
 	}
+	// WAIT's failure, whatever it is (the batch's deadline cut it off, the
+	// connection broke), leaves the replies standing and unacknowledged,
+	// as in call.
 	acks, ackErr := redis.Int64(c.Receive())
-	if _, reply := errorReply(ackErr); ackErr != nil && !reply {
-		fail(pieces, ackErr)
-		return ackErr
-	}
 	var short error
 	switch {
 	case ackErr != nil:
@@ -616,6 +615,9 @@ func (e *Engine) receive(c *conn, pieces []piece, ack bool) error {
 	}
 	for i := range pieces {
 		pieces[i].short = short
+	}
+	if _, reply := errorReply(ackErr); ackErr != nil && !reply {
+		return ackErr
 	}
 	return nil
 }

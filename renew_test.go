@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
 )
 
 // events records an engine's events by type and name.
@@ -294,4 +295,46 @@ func TestRenewalOneGoroutine(t *testing.T) {
 			t.Errorf("the renewer keeps %d holdings after every Unlock", n)
 		}
 	})
+}
+
+// WithReplicaAck applies to renewals: each renewal's pipeline ends with
+// WAIT, and too few acknowledgements are a failed extension
+// (EventExtendFailed wrapping ErrNotReplicated), retried as any other.
+func TestRenewalWaitsForReplicas(t *testing.T) {
+	testserver.Parallel(t)
+	primary, replica := startReplicated(t)
+	ctx := ctxT(t)
+	rec := &events{}
+	e := engine(primary, WithReplicaAck(1, time.Second), WithObserver(rec.observe))
+	defer e.Close(ctx)
+	const ttl = 3 * time.Second // a renewal may wait a second for WAIT
+	all, _ := takeMixed(t, ctx, e, 3, ttl)
+	time.Sleep(ttl) // renewals, each acknowledged by the replica
+	if evs := rec.of(EventExtendFailed); len(evs) != 0 {
+		t.Errorf("extensions failed with a replica acknowledging: %v", evs)
+	}
+	if ms, err := redis.Int64(replica.Do("PTTL", primary.NS+"lock:{r0}")); err != nil || ms <= 0 {
+		t.Errorf("the replica's lock PTTL %d, %v: want it renewed", ms, err)
+	}
+	// The replica leaves: no renewal is acknowledged now.
+	replica.Must(t, "REPLICAOF", "NO", "ONE")
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		evs := rec.of(EventExtendFailed)
+		if len(evs) > 0 {
+			if !errors.Is(evs[0].Err, ErrNotReplicated) {
+				t.Errorf("EventExtendFailed %+v: want it wrapping ErrNotReplicated", evs[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no EventExtendFailed in 3s with no replica to acknowledge")
+		}
+	}
+	for i, h := range all {
+		select {
+		case <-h.Lost():
+		case <-time.After(3 * ttl):
+			t.Errorf("holding r%d: renewals unacknowledged past its lease, and Lost still open (%d failed extensions)", i, len(rec.of(EventExtendFailed)))
+		}
+	}
 }

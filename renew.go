@@ -596,6 +596,11 @@ func (e *Engine) receive(c *conn, pieces []piece, ack bool) error {
 		p.reply, p.err = c.Receive()
 		if _, reply := errorReply(p.err); p.err != nil && !reply {
 			fail(pieces, p.err)
+			if ack { // the replies read stand, unacknowledged
+				for i := range pieces {
+					pieces[i].short = fmt.Errorf("WAIT %d %v: %w (%w)", e.replicas, e.ackTimeout, ErrNotReplicated, p.err)
+				}
+			}
 			return p.err
 		}
 	}

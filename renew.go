@@ -46,6 +46,7 @@ type renewer struct {
 	learned  time.Time // when layout was learned
 	stale    bool      // a cluster's layout must be learned again (MOVED, a node failed)
 	batch    []*renewal
+	live     []*renewal // the part of batch not yet too late to send
 	pieces   []piece
 	scratchA []any
 }
@@ -237,14 +238,27 @@ func (r *renewer) due(now time.Time) (wait time.Duration, more bool) {
 func (r *renewer) extend(stop context.Context, e *Engine) {
 	sent := time.Now()
 	deadline := sent.Add(e.callTimeout)
-	for _, x := range r.batch {
+	all, live := r.batch, r.live[:0]
+	for _, x := range all {
+		if !x.deadline.After(sent) {
+			// Too late to send (the renewer ran late, or retries did):
+			// the call would fail at once, and fail the batch with it.
+			x.err = x.h.obj.err(context.DeadlineExceeded)
+			continue
+		}
+		live = append(live, x)
 		if x.deadline.Before(deadline) {
 			deadline = x.deadline // none waits past its own loss
 		}
 	}
-	ctx, cancel := context.WithDeadline(stop, deadline)
-	r.send(ctx, e, sent)
-	cancel()
+	if len(live) > 0 {
+		ctx, cancel := context.WithDeadline(stop, deadline)
+		r.batch = live
+		r.send(ctx, e, sent)
+		r.batch = all
+		cancel()
+	}
+	r.live = live[:0]
 	for _, x := range r.batch {
 		if stop.Err() != nil {
 			return

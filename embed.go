@@ -19,6 +19,7 @@ var (
 	scriptLockAbandon = load("lock_abandon", 5, "queue", "lock")
 	scriptLockRelease = load("lock_release", 4, "queue", "lock")
 	scriptLockExtend  = load("lock_extend", 1)
+	scriptLockExtends = load("lock_extend_many", -1) // one key per lock (renew.go)
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
 	scriptLockInfo    = load("lock_info", 2, "queue")
@@ -37,12 +38,14 @@ var (
 	scriptRWAbandon = load("rw_abandon", 6, "queue", "rw")
 	scriptRWRelease = load("rw_release", 5, "queue", "rw")
 	scriptRWExtend  = load("rw_extend", 2, "queue", "rw")
+	scriptRWExtends = load("rw_extend_many", -1, "queue", "rw") // two keys per hold
 	scriptRWPTTL    = load("rw_pttl", 1, "queue")
 
 	scriptSemAcquire = load("semaphore_acquire", 7, "queue", "semaphore")
 	scriptSemAbandon = load("semaphore_abandon", 7, "queue", "semaphore")
 	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
-	scriptSemExtend  = load("semaphore_extend", 6, "queue", "semaphore")
+	scriptSemExtend  = load("semaphore_extend", 7, "queue", "semaphore")
+	scriptSemExtends = load("semaphore_extend_many", -1, "queue") // three keys per permit
 	scriptSemHolders = load("semaphore_holders", 2)
 	scriptSemPTTL    = load("semaphore_pttl", 2)
 	scriptSemInfo    = load("semaphore_info", 3, "queue")

@@ -163,7 +163,8 @@ type Engine struct {
 	cancelStop context.CancelFunc
 	held       map[*holding]struct{} // every holding not yet released or lost, for Close (adopt, prune)
 	pruneAt    int                   // the registry's size at which adopt next prunes it
-	background sync.WaitGroup        // abandons and the wake subscription; Add only under mu, before closed
+	background sync.WaitGroup        // abandons, the wake subscription and the renewer; Add only under mu, before closed
+	renew      renewer               // extends the watchdog holdings (renew.go)
 
 	// plainSuggest is set once the server refused the allow-oom shebang
 	// (Redis < 7, miniredis): from then on Suggest runs the plain script.

@@ -99,9 +99,7 @@ type holding struct {
 	since    time.Time // when it was granted, for EventReleased
 	watchdog bool
 
-	stopWatch context.CancelFunc // nil if nothing keeps it
-	watchDone chan struct{}      // closed when the watchdog ends
-	reset     chan struct{}      // tells the watchdog the lease changed
+	slot int16 // its name's cluster slot, for the renewer (renew.go)
 
 	acq       acquisition // how it was taken (take's, kept here to save an allocation)
 	releasing sync.Mutex  // held by the release under way: the caller's or Close's
@@ -111,7 +109,8 @@ type holding struct {
 	lease      time.Duration                         // what extensions ask for
 	extended   time.Time                             // when the last extension the server applied (or the grant) was sent
 	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
-	seq        int64                                 // the last extension's number (lock_extend, rw_extend)
+	seq        int64                                 // the last extension's number (the extend scripts)
+	retryAt    time.Time                             // when the renewer tries again after a failed extension; zero if none failed
 	owner      string                                // the Owner stored with it
 	onLost     func()                                // a MultiLock's: called when it is lost
 	ended      error                                 // why it ended (released, lost, the engine closed); nil while held

@@ -149,9 +149,9 @@ func (p *Permit) Release(ctx context.Context) error {
 
 // Extend sets the permit's remaining time to ttl (0 = its current TTL:
 // the one it was taken with, or the last Extend's), and the watchdog
-// extends it by ttl from then on. Unlike a lock's, a permit's extensions
-// are not numbered: a watchdog extension delayed in the network can land
-// after Extend and set the old TTL again. It returns an error
+// extends it by ttl from then on. A watchdog extension sent before Extend
+// never undoes it, however late it reaches the server: a permit's
+// extensions are numbered, as a lock's. It returns an error
 // wrapping ErrNotHeld if the permit had already been released or timed
 // out; it never brings such a permit back.
 func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {

@@ -607,9 +607,9 @@ func TestLateConfirmationIsALoss(t *testing.T) {
 		s.Realtime(t)
 		ctx := ctxT(t)
 		const entry = 600 * time.Millisecond
-		// The late one's confirmations (lock_extend) are held back past its
-		// queue entry; its other calls pass.
-		proxy := startProxy(t, s.Addr, faults{holdOn: []byte(scriptLockExtend.Hash()), holdFor: 3 * entry})
+		// The late one's confirmations (lock_extend_many, its renewer's) are
+		// held back past its queue entry; its other calls pass.
+		proxy := startProxy(t, s.Addr, faults{holdOn: []byte(scriptLockExtends.Hash()), holdFor: 3 * entry})
 		for try := 1; ; try++ {
 			var lostAt atomic.Int64
 			late := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithObserver(func(ev Event) {

@@ -8,96 +8,6 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// startWatchdog starts extending in the background. Called by adopt,
-// under the engine's mu, so that Close, which takes it, finds every
-// watchdog it must stop.
-func (h *holding) startWatchdog() {
-	ctx, cancel := context.WithCancel(context.Background())
-	h.stopWatch, h.watchDone, h.reset = cancel, make(chan struct{}), make(chan struct{}, 1)
-	go h.watch(ctx)
-}
-
-// stopWatchdog ends the watchdog and waits until it has, so no extension is in
-// flight afterwards. Safe to call more than once, and without one.
-func (h *holding) stopWatchdog() {
-	if h.stopWatch != nil {
-		h.stopWatch()
-		<-h.watchDone
-	}
-}
-
-// watch extends the lease: every lease/3 (Redisson's rhythm) with a watchdog;
-// once, a third into its provisional lease (most short holds are over by
-// then), for a handed-over holding without one. A reply saying the holding
-// is gone is a loss. A failed extension is retried every tenth of the lease
-// until the lease would have run out since the last extension was sent; then
-// the holding must be presumed lost. The client clock decides only when
-// the holder stops trusting its lease (and paces extensions); who holds it
-// is always the server's answer.
-func (h *holding) watch(ctx context.Context) {
-	defer close(h.watchDone)
-	var retry time.Duration
-	for {
-		h.mu.Lock()
-		lease, extended, confirmed := h.lease, h.extended, h.confirmed
-		h.mu.Unlock()
-		if confirmed && !h.watchdog {
-			return // confirmed by TTL, Held or Extend
-		}
-		next := retry
-		switch {
-		case next > 0:
-		case confirmed: // a third into the lease, counted from when it was granted or extended
-			next = time.Until(extended.Add(lease / 3))
-		default: // by then it has had its queue entry a third as long
-			next = time.Until(extended.Add(h.e.queueTTL / 3))
-		}
-		t := time.NewTimer(max(next, 0))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-h.reset:
-			t.Stop()
-			retry = 0
-			continue
-		case <-t.C:
-		}
-		h.mu.Lock()
-		h.seq++
-		lease, extended, seq, span := h.lease, h.extended, h.seq, h.span()
-		h.mu.Unlock()
-		callCtx, cancel := context.WithDeadline(ctx, extended.Add(span))
-		sent := time.Now()
-		held, err := h.extendLease(callCtx, lease, seq)
-		cancel()
-		if ctx.Err() != nil {
-			return
-		}
-		switch {
-		case err == nil && held:
-			h.extendedAt(sent)
-			retry = 0
-		case err == nil:
-			h.lost(h.obj.errorf("fence %d: the lease ran out or another took it: %w", h.fence, ErrNotHeld))
-			return
-		default:
-			h.e.emit(h.event(EventExtendFailed, err))
-			h.mu.Lock()
-			extended, span = h.extended, h.span() // an Extend meanwhile counts too
-			h.mu.Unlock()
-			if time.Since(extended) >= span {
-				h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out: %w (%w)", h.fence, ErrNotHeld, err))
-				return
-			}
-			retry = max(span/9, time.Millisecond)
-			if errors.Is(err, redis.ErrPoolExhausted) {
-				retry = exhaustedPause
-			}
-		}
-	}
-}
-
 // span is how long the holder may count on the lease after extended: its
 // own, or, until confirmed, the queue entry's lifetime, less a tenth. The
 // server's lease runs at least the whole of it from when the extension was
@@ -120,6 +30,7 @@ func (h *holding) extendedAt(sent time.Time) {
 		h.extended = sent
 	}
 	h.confirmed = true
+	h.retryAt = time.Time{} // back to the rhythm of a third into the lease
 }
 
 // extendLease sends extension number seq with lease (a lock's Extend, a permit's
@@ -128,25 +39,11 @@ func (h *holding) extendedAt(sent time.Time) {
 // acknowledgements are an error wrapping ErrNotReplicated, with held as
 // the script said.
 func (h *holding) extendLease(ctx context.Context, lease time.Duration, seq int64) (held bool, err error) {
-	n := h.ops.extendKeys
-	args := append(h.keys[:n:n], h.tokenArg, lease.Milliseconds())
-	if h.ops.kind == kindSem {
-		args = append(args, h.e.retentionArg, h.e.wakeArg)
-	} else {
-		args = append(args, seq)
-	}
-	out, err := h.e.call(ctx, h.ops.extend, args, h.e.replicas > 0, 0)
+	out, err := h.e.call(ctx, h.ops.extend, h.extendArgs(lease, seq), h.e.replicas > 0, 0)
 	if err != nil {
 		return false, h.obj.err(err)
 	}
-	v, err := redis.Int64(out.reply, nil)
-	if err != nil {
-		return false, h.obj.errorf("unexpected reply %v", out.reply)
-	}
-	if out.shortfall != nil {
-		return v >= 1, h.obj.err(out.shortfall)
-	}
-	return v >= 1, nil
+	return h.extendReply(out.reply, out.shortfall)
 }
 
 // extend is Lock.Extend and Permit.Extend: an extension with ttl (0: the
@@ -175,14 +72,9 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 		return h.notHeld()
 	}
 	// Extended (even if too few replicas acknowledged it: the server keeps
-	// it, and err says so): the watchdog extends on the new rhythm.
+	// it, and err says so): the renewer extends on the new rhythm.
 	h.extendedAt(sent)
-	if h.reset != nil {
-		select {
-		case h.reset <- struct{}{}:
-		default: // a reset already pending
-		}
-	}
+	h.e.renew.poke()
 	return err
 }
 

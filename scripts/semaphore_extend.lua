@@ -2,10 +2,17 @@
 -- confirms a permit handed over to a waiter, whose deadline was the end
 -- of its queue entry.
 -- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
--- queue, KEYS[6] waiters
+-- queue, KEYS[6] waiters, KEYS[7] the permit's extension number (a string
+-- of its own, <sem>:seq:<id>, that ends with the permit's deadline)
 -- ARGV[1] id, ARGV[2] TTL in ms, ARGV[3] fence retention in ms, ARGV[4]
--- wake channel prefix
--- reply: 1 if extended; 0 if it had timed out or was gone.
+-- wake channel prefix, ARGV[5] the extension's sequence number (the holder
+-- numbers its extensions 1, 2, 3, ... as it sends them)
+-- reply: 1 if extended; 2 if live but this extension is older than one
+-- already applied (it changes nothing); 0 if it had timed out or was gone.
+--
+-- The sequence is what lets Extend win against a watchdog extension sent
+-- before it but delayed (as lock_extend's): whichever lands last, the
+-- server keeps the deadline of the extension sent last.
 --
 -- Unlike the book's refresh_fair_semaphore, which ZADDs first and so brings
 -- a timed-out permit back, a permit past its deadline is never revived: its
@@ -15,7 +22,11 @@ local now = now_ms()
 local deadline = redis.call('ZSCORE', k.timeouts, ARGV[1])
 local rank = redis.call('ZSCORE', k.owner, ARGV[1])
 if deadline and rank and tonumber(deadline) > now then
+  if tonumber(redis.call('GET', KEYS[7]) or 0) >= tonumber(ARGV[5]) then
+    return 2
+  end
   redis.call('ZADD', k.timeouts, now + tonumber(ARGV[2]), ARGV[1])
+  redis.call('SET', KEYS[7], ARGV[5], 'PX', ARGV[2])
   return 1
 end
 local st, err = sem_read(k)

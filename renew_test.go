@@ -1,0 +1,340 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+)
+
+// events records an engine's events by type and name.
+type events struct {
+	mu sync.Mutex
+	by map[EventType][]Event
+}
+
+func (ev *events) observe(e Event) {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	if ev.by == nil {
+		ev.by = map[EventType][]Event{}
+	}
+	ev.by[e.Type] = append(ev.by[e.Type], e)
+}
+
+func (ev *events) of(t EventType) []Event {
+	ev.mu.Lock()
+	defer ev.mu.Unlock()
+	return append([]Event(nil), ev.by[t]...)
+}
+
+// held is a holding of any kind, as the renewal tests take them.
+type heldThing interface {
+	Lost() <-chan struct{}
+	TTL(ctx context.Context) (time.Duration, error)
+}
+
+// takeMixed takes n watchdog holdings on e: locks, read holds and
+// permits in turn, with lease ttl.
+func takeMixed(t *testing.T, ctx context.Context, e *Engine, n int, ttl time.Duration) (all []heldThing, names []string) {
+	t.Helper()
+	for i := 0; i < n; i++ {
+		name := fmt.Sprint("r", i)
+		var h heldThing
+		var err error
+		switch i % 3 {
+		case 0:
+			h, err = e.TryLock(ctx, name, LockOptions{TTL: ttl, Watchdog: true})
+		case 1:
+			h, err = e.TryRLock(ctx, name, LockOptions{TTL: ttl, Watchdog: true})
+		default:
+			h, err = e.TryAcquireSemaphore(ctx, name, SemaphoreOptions{Limit: 1, TTL: ttl, Watchdog: true})
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		all, names = append(all, h), append(names, name)
+	}
+	return all, names
+}
+
+// A renewal that finds one holding gone loses that one (Lost, EventLost
+// wrapping ErrNotHeld) and keeps every other, of every kind.
+func TestRenewalLosesOnlyTheGone(t *testing.T) {
+	t.Parallel() // it waits for renewals
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		rec := &events{}
+		e := engine(s, WithObserver(rec.observe))
+		defer e.Close(ctx)
+		all, _ := takeMixed(t, ctx, e, 12, 600*time.Millisecond)
+		// One lock, one read hold and one permit vanish behind their holders.
+		s.Must(t, "DEL", s.NS+"lock:{r3}")
+		s.Must(t, "DEL", s.NS+"rw:{r4}", s.NS+"rw:{r4}:holds")
+		s.Must(t, "DEL", s.NS+"sem:{r5}", s.NS+"sem:{r5}:owner")
+		gone := map[int]bool{3: true, 4: true, 5: true}
+		for i := range gone {
+			select {
+			case <-all[i].Lost():
+			case <-time.After(3 * time.Second):
+				t.Fatalf("holding r%d: Lost did not close after its keys vanished", i)
+			}
+		}
+		time.Sleep(700 * time.Millisecond) // more than two renewals of the rest
+		for i, h := range all {
+			if gone[i] {
+				continue
+			}
+			select {
+			case <-h.Lost():
+				t.Errorf("holding r%d lost with the gone ones", i)
+			default:
+			}
+			if ttl, err := h.TTL(ctx); err != nil || ttl < 300*time.Millisecond {
+				t.Errorf("holding r%d: TTL %v, %v: the renewal should keep it", i, ttl, err)
+			}
+		}
+		lost := rec.of(EventLost)
+		if len(lost) != len(gone) {
+			t.Errorf("%d EventLost, want %d: %v", len(lost), len(gone), lost)
+		}
+		for _, ev := range lost {
+			if !errors.Is(ev.Err, ErrNotHeld) || !map[string]bool{"r3": true, "r4": true, "r5": true}[ev.Name] {
+				t.Errorf("EventLost %+v: want r3, r4 or r5, wrapping ErrNotHeld", ev)
+			}
+		}
+	})
+}
+
+// A renewal numbered before an Extend but landing after it changes
+// nothing: the lease stays the Extend's, for a lock, a read-write hold
+// and a permit, on every path (batch scripts on one server, a pipeline per
+// node on a cluster).
+func TestLateRenewalCannotUndoExtend(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		e := engine(s)
+		defer e.Close(ctx)
+		l, err := e.TryLock(ctx, "late", LockOptions{TTL: time.Minute, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := e.TryWLock(ctx, "late", LockOptions{TTL: time.Minute, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.TryAcquireSemaphore(ctx, "late", SemaphoreOptions{Limit: 2, TTL: time.Minute, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		hs := []*holding{&l.holding, &w.holding, &p.holding}
+		ttls := []func() (time.Duration, error){
+			func() (time.Duration, error) { return l.TTL(ctx) },
+			func() (time.Duration, error) { return w.TTL(ctx) },
+			func() (time.Duration, error) { return p.TTL(ctx) },
+		}
+		r := &renewer{}
+		for _, h := range hs {
+			// The renewal is numbered first, as the renewer numbers it ...
+			h.mu.Lock()
+			h.seq++
+			r.batch = append(r.batch, &renewal{h: h, lease: time.Second, seq: h.seq, deadline: time.Now().Add(time.Minute)})
+			h.mu.Unlock()
+		}
+		for _, h := range hs {
+			// ... then the caller's Extend, with a longer lease, lands first.
+			if err := h.extend(ctx, 2*time.Minute); err != nil {
+				t.Fatal(err)
+			}
+		}
+		r.send(ctx, e, time.Now())
+		for i, x := range r.batch {
+			if !x.held || x.err != nil {
+				t.Errorf("%s: the late renewal: held %v, %v; want held (a newer extension stands)", hs[i].obj.kind.noun, x.held, x.err)
+			}
+			if ttl, err := ttls[i](); err != nil || ttl < time.Minute {
+				t.Errorf("%s: TTL %v, %v after a late renewal of 1s: want the Extend's 2m to stand", hs[i].obj.kind.noun, ttl, err)
+			}
+		}
+		// A renewal numbered after the Extend applies.
+		r.batch = r.batch[:0]
+		for _, h := range hs {
+			h.mu.Lock()
+			h.seq++
+			r.batch = append(r.batch, &renewal{h: h, lease: 30 * time.Second, seq: h.seq, deadline: time.Now().Add(time.Minute)})
+			h.mu.Unlock()
+		}
+		r.send(ctx, e, time.Now())
+		for i, x := range r.batch {
+			if !x.held || x.err != nil {
+				t.Errorf("%s: a current renewal: held %v, %v", hs[i].obj.kind.noun, x.held, x.err)
+			}
+			if ttl, err := ttls[i](); err != nil || ttl > 30*time.Second {
+				t.Errorf("%s: TTL %v, %v after a current renewal of 30s", hs[i].obj.kind.noun, ttl, err)
+			}
+		}
+	})
+}
+
+// Renewals that fail (the server unreachable) are retried: a holding
+// survives them while its lease lasts, and is lost once it would have
+// run out (EventExtendFailed before, EventLost wrapping ErrNotHeld after).
+func TestRenewalSurvivesFailuresUntilTheLease(t *testing.T) {
+	t.Parallel() // it waits out leases
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		s.Realtime(t)
+		ctx := ctxT(t)
+		rec := &events{}
+		proxy := startProxy(t, s.Addr, faults{})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithObserver(rec.observe))
+		defer e.Close(ctx)
+		const ttl = 900 * time.Millisecond
+		all, _ := takeMixed(t, ctx, e, 6, ttl)
+		defer proxy.refuse.Store(false) // before Close: its releases get through
+
+		// A third of the lease without a server: failures, no loss.
+		proxy.refuse.Store(true)
+		proxy.cutAll()
+		for deadline := time.Now().Add(2 * time.Second); len(rec.of(EventExtendFailed)) == 0; time.Sleep(5 * time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no EventExtendFailed in 2s with the server refused")
+			}
+		}
+		time.Sleep(ttl / 4)
+		proxy.refuse.Store(false)
+		time.Sleep(ttl)
+		for i, h := range all {
+			select {
+			case <-h.Lost():
+				t.Fatalf("holding r%d lost after failures shorter than its lease: %v", i, rec.of(EventLost))
+			default:
+			}
+		}
+
+		// Refused for good: each is lost once its lease would have run out,
+		// not before.
+		proxy.refuse.Store(true)
+		proxy.cutAll()
+		cut := time.Now()
+		for i, h := range all {
+			select {
+			case <-h.Lost():
+			case <-time.After(3 * ttl):
+				t.Fatalf("holding r%d: Lost still open %v after the server went away", i, time.Since(cut))
+			}
+		}
+		if d := time.Since(cut); d < ttl/2 {
+			t.Errorf("all lost %v after the server went away: before their leases (%v) could have run out", d, ttl)
+		}
+		for _, ev := range rec.of(EventLost) {
+			if !errors.Is(ev.Err, ErrNotHeld) || !strings.Contains(ev.Err.Error(), "extensions failed until the lease ran out") {
+				t.Errorf("EventLost %+v: want extensions failed until the lease ran out, wrapping ErrNotHeld", ev)
+			}
+		}
+		if n := len(rec.of(EventLost)); n != len(all) {
+			t.Errorf("%d EventLost, want %d", n, len(all))
+		}
+	})
+}
+
+// One goroutine renews every holding: 1,000 watchdog holdings add a few
+// goroutines to an engine (its renewer, the pool's), not one each; and
+// the renewer ends when the last holding goes.
+func TestRenewalOneGoroutine(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Mini == nil && testing.Short() {
+			t.Skip("1,000 holdings: miniredis only with -short")
+		}
+		s.Realtime(t)
+		ctx := ctxT(t)
+		e := engine(s)
+		defer e.Close(ctx)
+		first, err := e.TryLock(ctx, "g", LockOptions{TTL: 2 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		before := runtime.NumGoroutine()
+		// One after another: parallel calls would open connections, and
+		// miniredis serves each on a goroutine.
+		var ls []*Lock
+		for i := 0; i < 1000; i++ {
+			l, err := e.TryLock(ctx, fmt.Sprint("g", i), LockOptions{TTL: 2 * time.Second, Watchdog: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ls = append(ls, l)
+		}
+		time.Sleep(time.Second) // renewals run: each is due two thirds of a second after its grant
+		if n := runtime.NumGoroutine() - before; n > 10 {
+			t.Errorf("1,000 watchdog holdings added %d goroutines, want at most 10", n)
+		}
+		for _, l := range append(ls[:10:10], first) {
+			if held, err := l.Held(ctx); !held || err != nil {
+				t.Errorf("%s, 1s after the last of 2s leases was taken: Held = %v, %v", l.obj.name, held, err)
+			}
+		}
+		if err := each(len(ls), func(i int) error { return ls[i].Unlock(ctx) }); err != nil {
+			t.Fatal(err)
+		}
+		if err := first.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		e.renew.mu.Lock()
+		n := len(e.renew.held)
+		e.renew.mu.Unlock()
+		if n != 0 {
+			t.Errorf("the renewer keeps %d holdings after every Unlock", n)
+		}
+	})
+}
+
+// WithReplicaAck applies to renewals: each renewal's pipeline ends with
+// WAIT, and too few acknowledgements are a failed extension
+// (EventExtendFailed wrapping ErrNotReplicated), retried as any other.
+func TestRenewalWaitsForReplicas(t *testing.T) {
+	testserver.Parallel(t)
+	primary, replica := startReplicated(t)
+	ctx := ctxT(t)
+	rec := &events{}
+	e := engine(primary, WithReplicaAck(1, time.Second), WithObserver(rec.observe))
+	defer e.Close(ctx)
+	const ttl = 3 * time.Second // a renewal may wait a second for WAIT
+	all, _ := takeMixed(t, ctx, e, 3, ttl)
+	time.Sleep(ttl) // renewals, each acknowledged by the replica
+	if evs := rec.of(EventExtendFailed); len(evs) != 0 {
+		t.Errorf("extensions failed with a replica acknowledging: %v", evs)
+	}
+	if ms, err := redis.Int64(replica.Do("PTTL", primary.NS+"lock:{r0}")); err != nil || ms <= 0 {
+		t.Errorf("the replica's lock PTTL %d, %v: want it renewed", ms, err)
+	}
+	// The replica leaves: no renewal is acknowledged now.
+	replica.Must(t, "REPLICAOF", "NO", "ONE")
+	for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		evs := rec.of(EventExtendFailed)
+		if len(evs) > 0 {
+			if !errors.Is(evs[0].Err, ErrNotReplicated) {
+				t.Errorf("EventExtendFailed %+v: want it wrapping ErrNotReplicated", evs[0])
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no EventExtendFailed in 3s with no replica to acknowledge")
+		}
+	}
+	for i, h := range all {
+		select {
+		case <-h.Lost():
+		case <-time.After(3 * ttl):
+			t.Errorf("holding r%d: renewals unacknowledged past its lease, and Lost still open (%d failed extensions)", i, len(rec.of(EventExtendFailed)))
+		}
+	}
+}

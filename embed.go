@@ -91,7 +91,7 @@ type namedScript struct {
 // case answered above that line defines none of them, or in front of it.
 func load(name string, keyCount int, libs ...string) *redis.Script {
 	scripts[name] = struct{ keys int }{keyCount}
-	s := redis.NewScript(keyCount, withLibraries(embedded("scripts/"+name+".lua"), libs))
+	s := newScript(keyCount, withLibraries(embedded("scripts/"+name+".lua"), libs))
 	everyScript = append(everyScript, namedScript{name, s})
 	return s
 }
@@ -126,7 +126,7 @@ func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 	}
 	src := withLibraries(wrapper, []string{"queue", "lock", "election"})
 	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)
-	s := redis.NewScript(keyCount+1, src)
+	s := newScript(keyCount+1, src)
 	everyScript = append(everyScript, namedScript{name + " (election)", s})
 	return s
 }
@@ -232,7 +232,27 @@ func embedded(path string) string {
 // carrying flags in front of it. The variant is not a file of its own, so
 // the two can never drift apart; it is not listed in scripts.
 func loadFlagged(name string, keyCount int, flags string) *redis.Script {
-	s := redis.NewScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
+	s := newScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
 	everyScript = append(everyScript, namedScript{name + " (flags=" + flags + ")", s})
+	return s
+}
+
+// heads are the embedded scripts' EVALSHA heads, their hash and key count
+// boxed once, so that a call allocates neither (evalsha). Written while
+// the package initializes, read-only afterwards.
+var heads = map[*redis.Script]scriptHead{}
+
+// scriptHead is a script's hash and key count as EVALSHA's first
+// arguments; keyCount nil: the caller passes the count first.
+type scriptHead struct{ hash, keyCount any }
+
+// newScript is redis.NewScript, with the script's head kept in heads.
+func newScript(keyCount int, src string) *redis.Script {
+	s := redis.NewScript(keyCount, src)
+	h := scriptHead{hash: s.Hash()}
+	if keyCount >= 0 {
+		h.keyCount = keyCount
+	}
+	heads[s] = h
 	return s
 }

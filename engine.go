@@ -503,6 +503,34 @@ func routeKey(keysAndArgs []any) string {
 	return ""
 }
 
+// evalsha runs s on c as redis.Script's Do does (EVALSHA, then EVAL on
+// NOSCRIPT), but from a pooled argument list that starts with the
+// script's head, boxed once (heads): the call allocates no argument list
+// of its own. A script that is not embedded goes through Do.
+func evalsha(c redis.Conn, s *redis.Script, keysAndArgs []any) (any, error) {
+	h, ok := heads[s]
+	if !ok {
+		return s.Do(c, keysAndArgs...)
+	}
+	p := argLists.Get().(*[]any)
+	args := append((*p)[:0], h.hash)
+	if h.keyCount != nil {
+		args = append(args, h.keyCount)
+	}
+	args = append(args, keysAndArgs...)
+	reply, err := c.Do("EVALSHA", args...)
+	clear(args)
+	*p = args[:0]
+	argLists.Put(p)
+	if e, ok := err.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
+		return s.Do(c, keysAndArgs...) // loads it (EVAL)
+	}
+	return reply, err
+}
+
+// argLists are evalsha's argument lists, for reuse.
+var argLists = sync.Pool{New: func() any { l := make([]any, 0, 32); return &l }}
+
 // outcome is what one script call did.
 type outcome struct {
 	reply any // the script's reply; nil if the call failed
@@ -547,7 +575,7 @@ func (e *Engine) call(ctx context.Context, s *redis.Script, keysAndArgs []any, a
 		if ack {
 			out.reply, acks, ackErr, err = e.evalWait(c, s, keysAndArgs)
 		} else {
-			out.reply, err = s.Do(c, keysAndArgs...)
+			out.reply, err = evalsha(c, s, keysAndArgs)
 		}
 		bound := c.bound
 		c.close()

@@ -59,9 +59,6 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 		return obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(r.owner), MaxOwner, ErrInvalid)
 	}
 	if r.owner != "" {
-		if r.ops.kind != kindLock && r.ops.kind != kindElection {
-			return obj.errorf("Owner is stored with exclusive locks only, not yet with read-write locks or permits: %w", ErrInvalid)
-		}
 		r.extra = append(r.extra[:len(r.extra):len(r.extra)], r.owner)
 	}
 	token, err := newToken()

@@ -40,16 +40,18 @@ var (
 	scriptRWExtend  = load("rw_extend", 2, "queue", "rw")
 	scriptRWExtends = load("rw_extend_many", -1, "queue", "rw") // two keys per hold
 	scriptRWPTTL    = load("rw_pttl", 1, "queue")
+	scriptRWOwner   = load("rw_owner", 2, "queue", "rw")
 
-	scriptSemAcquire = load("semaphore_acquire", 7, "queue", "semaphore")
-	scriptSemAbandon = load("semaphore_abandon", 7, "queue", "semaphore")
-	scriptSemRelease = load("semaphore_release", 6, "queue", "semaphore")
-	scriptSemExtend  = load("semaphore_extend", 7, "queue", "semaphore")
+	scriptSemAcquire = load("semaphore_acquire", 8, "queue", "semaphore")
+	scriptSemAbandon = load("semaphore_abandon", 8, "queue", "semaphore")
+	scriptSemRelease = load("semaphore_release", 7, "queue", "semaphore")
+	scriptSemExtend  = load("semaphore_extend", 8, "queue", "semaphore")
 	scriptSemExtends = load("semaphore_extend_many", -1, "queue") // three keys per permit
 	scriptSemHolders = load("semaphore_holders", 2)
 	scriptSemPTTL    = load("semaphore_pttl", 2)
-	scriptSemInfo    = load("semaphore_info", 3, "queue")
-	scriptSemLimit   = load("semaphore_limit", 6, "queue", "semaphore")
+	scriptSemInfo    = load("semaphore_info", 5, "queue")
+	scriptSemLimit   = load("semaphore_limit", 7, "queue", "semaphore")
+	scriptSemOwner   = load("semaphore_owner", 7, "queue")
 
 	scriptRecentAdd     = load("recent_add", 1)
 	scriptRecentRemove  = load("recent_remove", 1)

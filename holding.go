@@ -20,7 +20,7 @@ type holdOps struct {
 	suffixes                                []string
 	extendKeys, pttlKeys                    int
 	acquire, abandon, release, extend, pttl *redis.Script
-	owner                                   *redis.Script // SetOwner's (its key: the first); nil if the kind stores no Owner
+	owner                                   *redis.Script // SetOwner's (its keys: the extend script's; an election's, see observed)
 	observed                                bool          // an election's: the scripts above but extend and pttl take the observers key last
 }
 
@@ -484,13 +484,12 @@ func (h *holding) setOwner(ctx context.Context, owner string) error {
 	if len(owner) > MaxOwner {
 		return h.obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(owner), MaxOwner, ErrInvalid)
 	}
-	if h.ops.owner == nil {
-		return h.obj.errorf("Owner is stored with exclusive locks only, not yet with read-write locks or permits: %w", ErrInvalid)
-	}
 	h.owning.Lock()
 	defer h.owning.Unlock()
-	args := []any{h.keys[0], h.tokenArg, owner}
-	if h.ops.observed { // the wrapper's keys: the fence counter, the observers
+	// The owner script takes the extend script's keys; an election's, the
+	// wrapper's: the fence counter and the observers too.
+	args := append(h.keys[:h.ops.extendKeys:h.ops.extendKeys], h.tokenArg, owner)
+	if h.ops.observed {
 		args = []any{h.keys[0], h.keys[1], h.keys[len(h.keys)-1], h.tokenArg, owner}
 	}
 	n, err := redis.Int64(h.e.eval(ctx, h.obj, h.ops.owner, args...))

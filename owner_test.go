@@ -122,3 +122,8 @@ func waitFor(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition never met in 5 s")
 }
+
+// semInfoCounts is SemaphoreInfo's counts, which compare with ==.
+type semInfoCounts struct{ Limit, Holders, Waiting int }
+
+func semCounts(i SemaphoreInfo) semInfoCounts { return semInfoCounts{i.Limit, i.Holders, i.Waiting} }

@@ -9,18 +9,19 @@ import (
 // same queue as locks; every hold is a *Lock with a lease of its own
 
 // rwOps: the holds' lease deadlines (zset token -> server ms), their
-// fences and extension numbers (hash token -> "fence seq"), the fence
-// counter, the queue and its waiters.
+// extension numbers, handed-over fences and Owners (a hash, see
+// scripts/lib/rw.lua), the fence counter, the queue and its waiters.
 var rwOps = &holdOps{kind: kindRW, suffixes: []string{"", ":holds", ":fence", ":queue", ":waiters"},
 	extendKeys: 2, pttlKeys: 1, acquire: scriptRWAcquire, abandon: scriptRWAbandon,
-	release: scriptRWRelease, extend: scriptRWExtend, pttl: scriptRWPTTL}
+	release: scriptRWRelease, extend: scriptRWExtend, pttl: scriptRWPTTL, owner: scriptRWOwner}
 
 // RLock takes a shared (read) hold of the named read-write lock, waiting up
 // to o.Wait (default 10s) while a writer holds it or is queued ahead of
 // the caller: a reader that arrives while a writer waits queues behind it,
 // so writers never starve. The hold is a *Lock with its own lease (o.TTL),
-// watchdog, Extend, TTL and Unlock; other readers' holds are untouched by
-// them. Errors are as Lock's.
+// watchdog, Extend, TTL, Owner, SetOwner and Unlock; other readers' holds
+// are untouched by them (each stores its own o.Owner). Errors are as
+// Lock's.
 //
 // Readers share: several readers' fences are valid at once. A resource
 // guarded by the lock admits a reader whose fence is above the last

@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -19,6 +20,10 @@ type SemaphoreOptions struct {
 	TTL      time.Duration // permit timeout; 0 = 10s
 	Wait     time.Duration // how long AcquireSemaphore waits; 0 = 10s (TryAcquireSemaphore never waits)
 	Watchdog bool          // extend the permit every TTL/3 until Release or loss
+	// Owner is stored with the permit for others to read
+	// (SemaphoreInfo.Permits): who holds it, in any bytes, at most
+	// MaxOwner. "" stores none, and costs nothing.
+	Owner string
 }
 
 // Permit is one held permit of a counting semaphore. Its methods are safe
@@ -26,11 +31,12 @@ type SemaphoreOptions struct {
 // ErrNotHeld.
 type Permit struct{ holding }
 
-// semOps: the permits' deadlines (timeouts), their counters (owner), the
-// counter, the stored limit, the queue and its waiters.
-var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter", ":limit", ":queue", ":waiters"},
-	extendKeys: 6, pttlKeys: 2, acquire: scriptSemAcquire, abandon: scriptSemAbandon,
-	release: scriptSemRelease, extend: scriptSemExtend, pttl: scriptSemPTTL}
+// semOps: the permits' deadlines (timeouts), their counters (owner, the
+// book's name), the counter, the stored limit, the queue and its waiters,
+// and the permits' Owners (owners: a field only for a permit that has one).
+var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter", ":limit", ":queue", ":waiters", ":owners"},
+	extendKeys: 7, pttlKeys: 2, acquire: scriptSemAcquire, abandon: scriptSemAbandon,
+	release: scriptSemRelease, extend: scriptSemExtend, pttl: scriptSemPTTL, owner: scriptSemOwner}
 
 // AcquireSemaphore takes one permit of the named semaphore, for o.TTL
 // (default 10s) unless extended, waiting up to o.Wait (default 10s) for
@@ -69,7 +75,7 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 	}
 	p := &Permit{}
 	err := e.take(ctx, &p.holding, name, request{ops: semOps, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog,
-		extra: []any{o.Limit}, limit: o.Limit})
+		extra: []any{o.Limit}, limit: o.Limit, owner: o.Owner})
 	if err != nil {
 		return nil, err
 	}
@@ -93,24 +99,61 @@ type SemaphoreInfo struct {
 	Limit   int // the stored limit; 0 if none is stored
 	Holders int // live permits
 	Waiting int // live waiters queued
+	// Permits are the live permits, those that time out first first: all
+	// of them up to MaxInfoPermits, then the MaxInfoPermits that time out
+	// first (Holders counts them all).
+	Permits []PermitInfo
 }
 
+// PermitInfo is one live permit, as SemaphoreInfo lists it.
+type PermitInfo struct {
+	Token string        // the permit's token (Permit.Token)
+	Fence int64         // its counter value (Permit.Fence)
+	TTL   time.Duration // the time left before it times out
+	Owner string        // the Owner stored with it, "" if none
+}
+
+// MaxInfoPermits is how many permits SemaphoreInfo lists at most, so that
+// its script stays short on a semaphore with a large limit.
+const MaxInfoPermits = 1000
+
 // SemaphoreInfo returns the named semaphore's stored limit, live permits
-// and live waiters, in one script that writes nothing.
+// (each with its token, fence, remaining time and Owner) and live waiters,
+// in one script that writes nothing.
 func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo, error) {
 	var info SemaphoreInfo
 	obj, err := e.object(kindSem, name)
 	if err != nil {
 		return info, err
 	}
-	v, err := redis.Ints(e.eval(ctx, obj, scriptSemInfo, obj.key(""), obj.key(":limit"), obj.key(":waiters")))
-	if err == nil && len(v) != 3 {
+	v, err := redis.Values(e.eval(ctx, obj, scriptSemInfo, obj.key(""), obj.key(":limit"), obj.key(":waiters"),
+		obj.key(":owner"), obj.key(":owners"), MaxInfoPermits))
+	if err == nil && (len(v) < 3 || (len(v)-3)%4 != 0) {
 		err = obj.errorf("unexpected reply %v", v)
 	}
 	if err != nil {
 		return info, err
 	}
-	return SemaphoreInfo{Limit: v[0], Holders: v[1], Waiting: v[2]}, nil
+	counts, err := redis.Ints(v[:3], nil)
+	if err != nil {
+		return info, obj.errorf("unexpected reply %v: %w", v, err)
+	}
+	info.Limit, info.Holders, info.Waiting = counts[0], counts[1], counts[2]
+	if n := (len(v) - 3) / 4; n > 0 {
+		info.Permits = make([]PermitInfo, n)
+	}
+	for i := range info.Permits {
+		p := v[3+4*i : 7+4*i]
+		token, err1 := redis.String(p[0], nil)
+		ms, err2 := redis.Int64(p[1], nil)
+		fence, err3 := redis.Int64(p[2], nil)
+		owner, err4 := redis.String(p[3], nil)
+		if err := errors.Join(err1, err2, err3, err4); err != nil {
+			return SemaphoreInfo{}, obj.errorf("unexpected reply %v: %w", p, err)
+		}
+		info.Permits[i] = PermitInfo{Token: token, Fence: fence, TTL: time.Duration(max(ms, 0)) * time.Millisecond, Owner: owner}
+	}
+	return info, nil
 }
 
 // SetSemaphoreLimit is an administrator's call: it stores limit (1 to
@@ -169,6 +212,26 @@ func (p *Permit) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, errNilPermit
 	}
 	return p.ttl(ctx)
+}
+
+// Owner returns the Owner stored with this permit: SemaphoreOptions.Owner,
+// or the last SetOwner's ("" for a nil permit).
+func (p *Permit) Owner() string {
+	if p == nil {
+		return ""
+	}
+	return p.currentOwner()
+}
+
+// SetOwner stores owner (at most MaxOwner bytes; "" for none) with the
+// permit in place of its Owner, in one script that changes nothing else
+// (the permit's time runs on). It returns an error wrapping ErrNotHeld,
+// and stores nothing, if the permit had been released or timed out.
+func (p *Permit) SetOwner(ctx context.Context, owner string) error {
+	if p == nil {
+		return errNilPermit
+	}
+	return p.setOwner(ctx, owner)
 }
 
 // Held reports whether the permit is still live (false for a nil permit).

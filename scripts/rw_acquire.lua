@@ -10,7 +10,9 @@
 -- ARGV[1] token ("r-..." a reader, "w-..." a writer), ARGV[2] mode: 0 one
 -- try, 1 wait, 2 wait and the caller believes it is queued, ARGV[3] queue
 -- entry lifetime in ms, ARGV[4] lease in ms, ARGV[5] fence retention in
--- ms, ARGV[6] the caller's engine id, ARGV[7] wake channel prefix
+-- ms, ARGV[6] the caller's engine id, ARGV[7] wake channel prefix, ARGV[8]
+-- the Owner to store with the hold (absent: none; it goes with the queue
+-- entry, so a handoff stores it)
 -- reply: {1, fence} if the caller holds now, for the full lease; {0, ms
 -- until the last live hold runs out (-1: none, but waiters are ahead),
 -- rank in the queue (0 = head; one try: how many are queued), arrival
@@ -21,7 +23,7 @@
 -- never starve; a one-try caller never jumps a queue of live waiters.
 local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5],
   retention = ARGV[5], wake = ARGV[7]}
-local now, token, ttl = now_ms(), ARGV[1], tonumber(ARGV[4])
+local now, token, ttl, owner = now_ms(), ARGV[1], tonumber(ARGV[4]), ARGV[8]
 
 local lease = redis.call('ZSCORE', k.leases, token)
 if lease and tonumber(lease) > now then
@@ -48,7 +50,7 @@ if waiters or ARGV[2] ~= '0' then
   redis.call('HLEN', k.w)
 end
 local holder, expired = rw_first(k, now)
-if waiters or expired then
+if waiters or expired or owner then
   redis.call('HLEN', k.holds)
 end
 
@@ -66,10 +68,16 @@ if not f and not blocked and not rw_blocked(token, holder) then
 end
 if f then
   redis.call('ZADD', k.leases, now + ttl, token)
+  if owner then
+    redis.call('HSET', k.holds, 'o:' .. token, owner)
+  end
   if holder or handed then
-    rw_expire(k, now, handed)
+    rw_expire(k, now, handed or owner ~= nil)
   else
     redis.call('PEXPIRE', k.leases, ttl) -- the only hold
+    if owner then
+      redis.call('PEXPIRE', k.holds, ttl)
+    end
   end
   return {1, f}
 end
@@ -85,5 +93,5 @@ end
 if ARGV[2] == '0' then
   return {0, hint, queued, 0}
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2')
+local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', owner)
 return {0, hint, rank, arrival}

@@ -19,15 +19,15 @@ if waiters then
   if err then return err end
   redis.call('HLEN', k.w)
 end
-redis.call('HDEL', k.holds, token, 'f:' .. token) -- the first write: holds' type checked
+redis.call('HDEL', k.holds, token, 'f:' .. token, 'o:' .. token) -- the first write: holds' type checked
 redis.call('ZREM', k.leases, token)
 local _, expired = rw_first(k, now)
 if expired then
   rw_purge(k, now)
 end
 if waiters then
-  local _, handed = rw_admit(k, now, nil)
-  if handed then
+  local _, wrote = rw_admit(k, now, nil)
+  if wrote then
     rw_expire(k, now, true)
   end
 end

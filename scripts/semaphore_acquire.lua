@@ -5,12 +5,15 @@
 -- up here if its wake-up did not reach it.
 -- KEYS[1] timeouts (zset id -> deadline ms), KEYS[2] owner (zset id ->
 -- counter), KEYS[3] counter, KEYS[4] the stored limit, KEYS[5] queue,
--- KEYS[6] waiters, KEYS[7] this token's abandon mark
+-- KEYS[6] waiters, KEYS[7] owners (hash id -> Owner), KEYS[8] this
+-- token's abandon mark
 -- ARGV[1] id (the permit's token), ARGV[2] mode: 0 one try, 1 wait, 2 wait and
 -- the caller believes it is queued,
 -- ARGV[3] queue entry lifetime in ms, ARGV[4] TTL in ms, ARGV[5] fence
 -- retention in ms, ARGV[6] the caller's engine id, ARGV[7] wake channel
--- prefix, ARGV[8] limit (0: the stored one)
+-- prefix, ARGV[8] limit (0: the stored one), ARGV[9] the Owner to store
+-- with the permit (absent: none; it goes with the queue entry, so a
+-- handoff stores it)
 -- reply: {1, counter} if the caller holds a permit now, for its full TTL,
 -- {1, counter, stored limit} if ARGV[8] asked another limit than the stored
 -- one;
@@ -24,18 +27,22 @@
 -- nothing runs between them. The clock is the server's, and a permit's
 -- score is its deadline, so permits may have different TTLs. A stored
 -- limit rules: a caller asking another one follows it.
-local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
-local now, token, ttl = now_ms(), ARGV[1], tonumber(ARGV[4])
+local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
+  owners = KEYS[7]}
+local now, token, ttl, owner = now_ms(), ARGV[1], tonumber(ARGV[4]), ARGV[9]
 local mine = redis.call('ZSCORE', k.timeouts, token)
 if mine and tonumber(mine) > now then -- handed over while queued: pick it up
   redis.call('ZADD', k.timeouts, now + ttl, token)
   return {1, tonumber(redis.call('ZSCORE', k.owner, token))}
 end
-local st, err = sem_read(k)
-if err then return err end
-if redis.call('EXISTS', KEYS[7]) == 1 then
+-- One EXISTS asks after the abandon mark and the owners hash at once: a
+-- semaphore whose permits store no Owner pays nothing more for them.
+local found = redis.call('EXISTS', KEYS[8], k.owners)
+if found > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
   return {2}
 end
+local st, err = sem_read(k, found > 0 or owner ~= nil)
+if err then return err end
 local limit = st.limit or tonumber(ARGV[8])
 if limit == 0 then
   return {3}
@@ -56,6 +63,9 @@ elseif c and st.admin then
 end
 if c then
   redis.call('ZADD', k.timeouts, now + ttl, token)
+  if owner then
+    redis.call('HSET', k.owners, token, owner)
+  end
   if st.limit and ARGV[8] ~= '0' and st.limit ~= tonumber(ARGV[8]) then
     return {1, c, st.limit}
   end
@@ -70,5 +80,5 @@ end
 if ARGV[2] == '0' then
   return {0, hint, st.queued, 0, limit, st.held}
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], st.queued, ARGV[2] == '2')
+local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], st.queued, ARGV[2] == '2', owner)
 return {0, hint, rank, arrival, limit, st.held}

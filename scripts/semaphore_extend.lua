@@ -2,8 +2,9 @@
 -- confirms a permit handed over to a waiter, whose deadline was the end
 -- of its queue entry.
 -- KEYS[1] timeouts, KEYS[2] owner, KEYS[3] counter, KEYS[4] limit, KEYS[5]
--- queue, KEYS[6] waiters, KEYS[7] the permit's extension number (a string
--- of its own, <sem>:seq:<id>, that ends with the permit's deadline)
+-- queue, KEYS[6] waiters, KEYS[7] owners (a permit found gone loses its
+-- Owner here), KEYS[8] the permit's extension number (a string of its
+-- own, <sem>:seq:<id>, that ends with the permit's deadline)
 -- ARGV[1] id, ARGV[2] TTL in ms, ARGV[3] fence retention in ms, ARGV[4]
 -- wake channel prefix, ARGV[5] the extension's sequence number (the holder
 -- numbers its extensions 1, 2, 3, ... as it sends them)
@@ -17,16 +18,16 @@
 -- Unlike the book's refresh_fair_semaphore, which ZADDs first and so brings
 -- a timed-out permit back, a permit past its deadline is never revived: its
 -- remnants are removed, its slot goes to a waiter, and the caller is told.
-local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6]}
+local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6], owners = KEYS[7]}
 local now = now_ms()
 local deadline = redis.call('ZSCORE', k.timeouts, ARGV[1])
 local rank = redis.call('ZSCORE', k.owner, ARGV[1])
 if deadline and rank and tonumber(deadline) > now then
-  if tonumber(redis.call('GET', KEYS[7]) or 0) >= tonumber(ARGV[5]) then
+  if tonumber(redis.call('GET', KEYS[8]) or 0) >= tonumber(ARGV[5]) then
     return 2
   end
   redis.call('ZADD', k.timeouts, now + tonumber(ARGV[2]), ARGV[1])
-  redis.call('SET', KEYS[7], ARGV[5], 'PX', ARGV[2])
+  redis.call('SET', KEYS[8], ARGV[5], 'PX', ARGV[2])
   return 1
 end
 local st, err = sem_read(k)

@@ -27,6 +27,7 @@ var noInvalidArgument = map[string]string{
 	"Permit.Context":    "takes only a parent context (nil is taken as Background)",
 	"Permit.Token":      "takes nothing",
 	"Permit.Fence":      "takes nothing",
+	"Permit.Owner":      "takes nothing",
 }
 
 // invalidCases are the rows a method's signature calls for: its first

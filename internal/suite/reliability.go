@@ -150,7 +150,13 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit, multi *ato
 		if !strings.HasPrefix(method, "Try") {
 			durations(method+": Wait", func(ctx C, e *E, d time.Duration) error { return run(ctx, e, "s", semOpts{Limit: 1, Wait: d}) })
 		}
+		add(method+": Owner too long", func(ctx C, e *E) error {
+			return run(ctx, e, "s", semOpts{Limit: 1, Owner: strings.Repeat("o", atomicredis.MaxOwner+1)})
+		})
 	}
+	add("Permit.SetOwner: owner too long", func(ctx C, e *E) error {
+		return permit.SetOwner(ctx, strings.Repeat("o", atomicredis.MaxOwner+1))
+	})
 	names("SemaphoreHolders", func(ctx C, e *E, name string) error { _, err := e.SemaphoreHolders(ctx, name); return err })
 	names("SemaphoreInfo", func(ctx C, e *E, name string) error { _, err := e.SemaphoreInfo(ctx, name); return err })
 	names("SetSemaphoreLimit", func(ctx C, e *E, name string) error { return e.SetSemaphoreLimit(ctx, name, 2) })
@@ -238,6 +244,7 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit, multi *ato
 		"Permit.Extend":     func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
 		"Permit.TTL":        func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },
 		"Permit.Held":       func(ctx C, e *E) error { _, err := permit.Held(ctx); return err },
+		"Permit.SetOwner":   func(ctx C, e *E) error { return permit.SetOwner(ctx, "x") },
 	} {
 		add(name+": nil ctx", func(_ C, e *E) error { return run(nilCtx, e) })
 	}
@@ -317,6 +324,9 @@ func wrongType(t *testing.T, s *testserver.Server) {
 		{"AcquireSemaphore on a list", "sem:{w}", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
 		{"AcquireSemaphore, owner a list", "sem:{w}:owner", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
 		{"AcquireSemaphore, counter a list", "sem:{w}:counter", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
+		{"AcquireSemaphore, owners a list", "sem:{w}:owners", func() error { return acquire("w", semOpts{Limit: 1})(ctx, e) }},
+		{"AcquireSemaphore with an Owner, owners a list", "sem:{w}:owners", func() error { return acquire("w", semOpts{Limit: 1, Owner: "o"})(ctx, e) }},
+		{"TryRLock with an Owner, holds a list", "rw:{w}:holds", func() error { _, err := e.TryRLock(ctx, "w", lockOpts{Owner: "o"}); return err }},
 		{"SemaphoreHolders on a list", "sem:{w}", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
 		{"SemaphoreHolders, owner a list", "sem:{w}:owner", func() error { _, err := e.SemaphoreHolders(ctx, "w"); return err }},
 		{"AddRecent on a set", "recent:{w}", func() error { return e.AddRecent(ctx, "w", "x") }},

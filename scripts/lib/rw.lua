@@ -2,7 +2,8 @@
 -- rw scripts; needs lib/queue.lua). k names the keys: leases (zset token
 -- -> lease deadline, server ms), holds (hash: token -> the sequence number
 -- of the hold's last extension, written by rw_extend; "f:" .. token -> the
--- fence a hold was handed over with, for its waiter to pick up), fence
+-- fence a hold was handed over with, for its waiter to pick up; "o:" ..
+-- token -> the Owner stored with the hold, only if it has one), fence
 -- (the counter), q, w (the queue); and the state a script carries: last
 -- (the counter as read), retention (ms), wake (the wake channel prefix).
 -- A token starts with its mode, "r-" a reader, "w-" a writer, so a queue
@@ -10,8 +11,9 @@
 --
 -- On the common paths (taking a free lock, releasing with nobody queued)
 -- keys a path does not write are not read for their type, emptiness is
--- asked with ZCARD, and the holds hash is written only by handoffs and
--- extensions.
+-- asked with ZCARD, and the holds hash is written only by handoffs,
+-- extensions and holds with an Owner. Every path that removes a hold
+-- deletes its three fields in the same HDEL.
 
 -- rw_fence_ok reads the fence counter into k.last: an error reply if it
 -- holds text.
@@ -44,7 +46,7 @@ end
 
 local function rw_drop(k, token)
   redis.call('ZREM', k.leases, token)
-  redis.call('HDEL', k.holds, token, 'f:' .. token)
+  redis.call('HDEL', k.holds, token, 'f:' .. token, 'o:' .. token)
 end
 
 -- rw_first returns the first hold (the one whose lease ends first) and
@@ -79,25 +81,34 @@ end
 -- head while no writer holds (stopping at the first writer, so readers
 -- that came after a writer wait for it). Each hold lasts until its
 -- waiter's queue entry deadline (the waiter extends it when it picks it
--- up), and its waiter is woken, except caller, whose own script replies.
--- Expired holds must have been purged. Returns caller's fence if caller
--- was admitted, whether others were (the holds hash was written), and
--- whether a live waiter is still queued.
+-- up), and its waiter is woken, except caller, whose own script replies;
+-- the Owner its queue entry carries is stored with it. Expired holds must
+-- have been purged. Returns caller's fence if caller was admitted, whether
+-- the holds hash was written (others were admitted, or an Owner stored),
+-- and whether a live waiter is still queued.
 local function rw_admit(k, now, caller)
-  local got, handed = nil, false
+  local got, wrote = nil, false
   while true do
-    local head, deadline, engine, arrival = q_head(k.q, k.w, now)
-    if not head then return got, handed, false end
-    if rw_blocked(head, rw_holder(k)) then return got, handed, true end
+    local head, deadline, engine, arrival, owner = q_head(k.q, k.w, now)
+    if not head then return got, wrote, false end
+    if rw_blocked(head, rw_holder(k)) then return got, wrote, true end
     q_leave(k.q, k.w, head)
     local f = rw_fence(k)
     redis.call('ZADD', k.leases, deadline, head)
     if head == caller then
       got = f
+      if owner then
+        redis.call('HSET', k.holds, 'o:' .. head, owner)
+        wrote = true
+      end
     else
-      redis.call('HSET', k.holds, 'f:' .. head, fmt(f))
+      if owner then
+        redis.call('HSET', k.holds, 'f:' .. head, fmt(f), 'o:' .. head, owner)
+      else
+        redis.call('HSET', k.holds, 'f:' .. head, fmt(f))
+      end
       q_wake(k.wake, engine, head, f, arrival)
-      handed = true
+      wrote = true
     end
   end
 end
@@ -127,7 +138,7 @@ end
 -- it can go to now.
 local function rw_settle(k, now)
   rw_purge(k, now)
-  local _, handed = rw_admit(k, now, nil)
-  rw_expire(k, now, handed)
+  local _, wrote = rw_admit(k, now, nil)
+  rw_expire(k, now, wrote)
 end
 

@@ -244,14 +244,15 @@ func loadFlagged(name string, keyCount int, flags string) *redis.Script {
 // the package initializes, read-only afterwards.
 var heads = map[*redis.Script]scriptHead{}
 
-// scriptHead is a script's hash and key count as EVALSHA's first
-// arguments; keyCount nil: the caller passes the count first.
-type scriptHead struct{ hash, keyCount any }
+// scriptHead is a script's hash (or, for EVAL, source) and key count as
+// EVALSHA's first arguments; keyCount nil: the caller passes the count
+// first.
+type scriptHead struct{ hash, src, keyCount any }
 
 // newScript is redis.NewScript, with the script's head kept in heads.
 func newScript(keyCount int, src string) *redis.Script {
 	s := redis.NewScript(keyCount, src)
-	h := scriptHead{hash: s.Hash()}
+	h := scriptHead{hash: s.Hash(), src: src}
 	if keyCount >= 0 {
 		h.keyCount = keyCount
 	}

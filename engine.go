@@ -513,17 +513,21 @@ func evalsha(c redis.Conn, s *redis.Script, keysAndArgs []any) (any, error) {
 		return s.Do(c, keysAndArgs...)
 	}
 	p := argLists.Get().(*[]any)
-	args := append((*p)[:0], h.hash)
-	if h.keyCount != nil {
-		args = append(args, h.keyCount)
+	defer argLists.Put(p)
+	send := func(cmd string, head any) (any, error) {
+		args := append((*p)[:0], head)
+		if h.keyCount != nil {
+			args = append(args, h.keyCount)
+		}
+		args = append(args, keysAndArgs...)
+		reply, err := c.Do(cmd, args...)
+		clear(args)
+		*p = args[:0]
+		return reply, err
 	}
-	args = append(args, keysAndArgs...)
-	reply, err := c.Do("EVALSHA", args...)
-	clear(args)
-	*p = args[:0]
-	argLists.Put(p)
+	reply, err := send("EVALSHA", h.hash)
 	if e, ok := err.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
-		return s.Do(c, keysAndArgs...) // loads it (EVAL)
+		return send("EVAL", h.src) // which loads it
 	}
 	return reply, err
 }

@@ -39,13 +39,14 @@ func TestActivityPlaces(t *testing.T) {
 			t.Errorf("parseNode(%q) = %+v, want not a node", bad, n)
 		}
 	}
-	seen := map[uint64]bool{}
-	for s := uint64(0); s < 1<<16; s++ {
-		p := permShard(s)
-		if p >= 1<<41 || seen[p] {
-			t.Fatalf("permShard(%d) = %d: out of range or repeated", s, p)
+	for i := 0; i < 100_000; i++ {
+		s := r.Uint64() & (1<<41 - 1)
+		if i < 1000 {
+			s = uint64(i) // neighbours, as dense ids make
 		}
-		seen[p] = true
+		if p := permShard(s); p >= 1<<41 || unpermShard(p) != s {
+			t.Fatalf("permShard(%d) = %d: out of range or not invertible (back: %d)", s, p, unpermShard(p))
+		}
 	}
 	for _, id := range []int64{0, activeShardIDs - 1, activeShardIDs, MaxActiveID} {
 		pl := placeOf(id)
@@ -56,6 +57,24 @@ func TestActivityPlaces(t *testing.T) {
 			t.Errorf("placeOf(%d).member() = %s, not h - 2^63", id, pl.member())
 		}
 	}
+}
+
+// unpermShard is permShard's inverse: a bijection has one.
+func unpermShard(p uint64) uint64 {
+	const mask = 1<<41 - 1
+	inverse := func(c uint64) uint64 { // of an odd c, mod 2^64 (Newton's iteration)
+		x := c
+		for range 6 {
+			x *= 2 - c*x
+		}
+		return x
+	}
+	p ^= p >> 23
+	p = p * inverse(0xbf58476d1ce4e5b9) & mask
+	p ^= p>>19 ^ p>>38
+	p = p * inverse(0x9e3779b97f4a7c15) & mask
+	p ^= p >> 21
+	return p
 }
 
 // edgeIDs are the ids each side of the layout's edges: shards, 2^23, 2^32,

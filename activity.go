@@ -1,6 +1,7 @@
 package atomicredis
 
 import (
+	"cmp"
 	"context"
 	"math/bits"
 	"slices"
@@ -275,6 +276,9 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 			}
 		}
 		parts[p] = append(parts[p], pl)
+	}
+	for _, places := range parts { // the script tries each id's leaf in the id before's first
+		slices.SortFunc(places, func(a, b place) int { return cmp.Compare(a.h, b.h) })
 	}
 	deadline := int64(-1)
 	if len(fresh) > 0 {

@@ -41,43 +41,55 @@ end
 
 local SHARD = 8388608 -- 2^23: h's low 23 bits are the id's offset in its shard
 
--- split divides the bucket at node (depth d) of key in two by h's next
--- bit, again while a half holds more than most ids. hi, lo: a place in
--- the node; resb: the shard's base mod 10^12, for nodes at depth 41 and
--- below, whose members differ from the id marked only in their offset.
-local function split(d, node, key, hi, lo, resb)
-  local halves, order, members = {}, {}, redis.call('SMEMBERS', key)
-  for _, m in ipairs(members) do
-    local mh, ml
-    if d >= 41 then
-      mh, ml = hi, lo - lo % SHARD + (act_res(m) - resb) % 1e12
-    else
-      mh, ml = act_bits(m)
+-- place puts entries ({member, hi, lo}: h's halves, exact) in the trie
+-- at node (depth d): as one bucket if they fit, else the node is split and
+-- each half placed again, by h's next bit. The shard node's count is kept
+-- from its split on.
+local function place(d, node, entries)
+  if #entries <= most then
+    local members, key = {}, prefix .. node .. sfx
+    for j, e in ipairs(entries) do
+      members[j] = e[1]
     end
-    local child = act_node(d + 1, mh, ml)
+    redis.call('SADD', key, unpack(members))
+    made(key)
+    return
+  end
+  redis.call('HSET', dir, node, 's')
+  if d == 41 then
+    redis.call('HSET', dir, 'c' .. node, #entries)
+  end
+  local halves, order = {}, {}
+  for _, e in ipairs(entries) do
+    local child = act_node(d + 1, e[2], e[3])
     if not halves[child] then
-      halves[child] = {hi = mh, lo = ml, res = resb}
-      if d < 41 then -- the child's shard, in case it is one
-        halves[child].res = (act_res(m) - ml % SHARD) % 1e12
-      end
+      halves[child] = {}
       order[#order + 1] = child
     end
     local h = halves[child]
-    h[#h + 1] = m
-  end
-  redis.call('DEL', key)
-  redis.call('HSET', dir, node, 's')
-  if d == 41 then -- from now on the shard's ids are counted as they come
-    redis.call('HSET', dir, 'c' .. node, #members)
+    h[#h + 1] = e
   end
   for _, child in ipairs(order) do
-    local h, ckey = halves[child], prefix .. child .. sfx
-    redis.call('SADD', ckey, unpack(h))
-    made(ckey)
-    if #h > most then
-      split(d + 1, child, ckey, h.hi, h.lo, h.res)
+    place(d + 1, child, halves[child])
+  end
+end
+
+-- split splits the bucket at node (depth d) of key, which holds more than
+-- most ids. hi, lo: a place in the node; resb: the shard's base mod 10^12,
+-- for a node at depth 41 or below, whose members differ from hi, lo only
+-- in their offset (so they need not be parsed).
+local function split(d, node, key, hi, lo, resb)
+  local entries = {}
+  for j, m in ipairs(redis.call('SMEMBERS', key)) do
+    if d >= 41 then
+      entries[j] = {m, hi, lo - lo % SHARD + (act_res(m) - resb) % 1e12}
+    else
+      local mh, ml = act_bits(m)
+      entries[j] = {m, mh, ml}
     end
   end
+  redis.call('DEL', key)
+  place(d, node, entries)
 end
 
 -- densify makes the shard at node (depth 41) a bitmap of its ids: every
@@ -113,10 +125,17 @@ local function densify(shard, hi, lo, resb)
   redis.call('HDEL', dir, 'c' .. shard)
 end
 
-local dense, seen = {0}, {}
+-- A batch comes sorted by h: the leaf of the id before is tried first.
+local dense, seen, last = {0}, {}, nil
 for i = 4, #ARGV, 3 do
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local d, node, v = act_leaf(dir, hi, lo)
+  local d, node, v
+  if last and act_node(last[1], hi, lo) == last[2] then
+    d, node, v = last[1], last[2], last[3]
+  else
+    d, node, v = act_leaf(dir, hi, lo)
+    last = {d, node, v}
+  end
   local key = prefix .. node .. sfx
   local shard = d >= 41 and act_node(41, hi, lo)
   if v == 'd' then
@@ -126,7 +145,6 @@ for i = 4, #ARGV, 3 do
     if n == 1 then
       made(key)
     end
-    local resb = (act_res(m) - lo % SHARD) % 1e12
     local c
     if d > 41 then
       c = redis.call('HINCRBY', dir, 'c' .. shard, 1)
@@ -134,10 +152,11 @@ for i = 4, #ARGV, 3 do
       c = n
     end
     if c and c >= dense_at then
-      densify(shard, hi, lo, resb)
-      v = 'd'
+      densify(shard, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
+      v, last = 'd', nil
     elseif n > most then
-      split(d, node, key, hi, lo, resb)
+      split(d, node, key, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
+      last = nil
     end
   end
   if v == 'd' and not seen[shard] then

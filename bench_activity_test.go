@@ -232,7 +232,9 @@ func fillBytes(newPool func() (Pool, func()), ns, group string, ids []int64, con
 	return after - before, err
 }
 
-// dropKeys unlinks every key of the namespace on conn.
+// dropKeys deletes every key of the namespace on conn, one DEL a key (a
+// cluster node refuses keys of several slots in one), freed before the
+// next fill measures (DEL, not UNLINK).
 func dropKeys(conn redis.Conn, ns string) error {
 	cursor := "0"
 	for {
@@ -242,8 +244,13 @@ func dropKeys(conn redis.Conn, ns string) error {
 		}
 		cursor, _ = redis.String(v[0], nil)
 		keys, _ := redis.Strings(v[1], nil)
+		for _, k := range keys {
+			if err := conn.Send("DEL", k); err != nil {
+				return err
+			}
+		}
 		if len(keys) > 0 {
-			if _, err := conn.Do("UNLINK", redis.Args{}.AddFlat(keys)...); err != nil {
+			if _, err := conn.Do(""); err != nil { // flush, and read every reply
 				return err
 			}
 		}

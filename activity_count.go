@@ -76,9 +76,10 @@ func (e *Engine) countActive(ctx context.Context, group, op string, periods []st
 	return total.Load(), nil
 }
 
-// trie is one period's trie in a partition, as its directory tells it.
+// trie is one period's trie in a partition, as its directory tells it:
+// split nodes, dense shards, and empty leaves (no key).
 type trie struct {
-	split, dense map[trieNode]bool
+	split, dense, empty map[trieNode]bool
 }
 
 // unitPart is one period's share of a unit: buckets' keys, and dense
@@ -114,7 +115,7 @@ func (e *Engine) countPart(ctx context.Context, obj object, op string, part int,
 			}
 			continue
 		}
-		t := trie{map[trieNode]bool{}, map[trieNode]bool{}}
+		t := trie{map[trieNode]bool{}, map[trieNode]bool{}, map[trieNode]bool{}}
 		for j := 0; j+1 < len(nodes); j += 2 {
 			name, _ := redis.String(nodes[j], nil)
 			v, _ := redis.String(nodes[j+1], nil)
@@ -122,9 +123,12 @@ func (e *Engine) countPart(ctx context.Context, obj object, op string, part int,
 			if !ok {
 				return 0, obj.errorf("partition %d, period %q: directory names %q: %w", part, periods[i], name, ErrInvalid)
 			}
-			if v == "d" {
+			switch v {
+			case "d":
 				t.dense[n] = true
-			} else {
+			case "e":
+				t.empty[n] = true
+			default:
 				t.split[n] = true
 			}
 		}
@@ -165,13 +169,20 @@ func (e *Engine) countPart(ctx context.Context, obj object, op string, part int,
 			return nil
 		}
 		var unit []unitPart
-		c, mixed := 0, false
+		c, mixed, used := 0, false, 0
 		for i, t := range tries {
 			var u unitPart
 			t.collect(n, prefix, present[i], &u)
+			if len(u.buckets)+len(u.bitmaps) == 0 && op == "AND" {
+				return nil // empty in one period: nothing in all
+			}
 			unit = append(unit, u)
 			c += activeBucketCost*len(u.buckets) + activeBitmapCost*len(u.bitmaps)
 			mixed = mixed || len(u.bitmaps) > 0
+			used += len(u.buckets) + len(u.bitmaps)
+		}
+		if used == 0 { // empty in every period
+			return nil
 		}
 		if mixed {
 			for _, u := range unit {
@@ -214,6 +225,7 @@ func (t trie) collect(n trieNode, prefix, period string, u *unitPart) {
 		for _, c := range n.children() {
 			t.collect(c, prefix, period, u)
 		}
+	case t.empty[n]:
 	default:
 		u.buckets = append(u.buckets, leafKey(prefix, n, period))
 	}

@@ -63,8 +63,8 @@ local function sparse(periods)
         all[#all + 1] = k
       end
     end
-    if #all == 1 then
-      return redis.call('SCARD', all[1])
+    if #all <= 1 then
+      return #all == 0 and 0 or redis.call('SCARD', all[1])
     end
     -- The union starts with a member that is no integer, so that it is a
     -- hash table from the start: grown as an intset to 512, it would cost
@@ -79,6 +79,9 @@ local function sparse(periods)
   end
   local each = {}
   for i, p in ipairs(periods) do
+    if #p.b == 0 then
+      return 0
+    end
     each[i] = union(p.b)
   end
   return intercard(each)

@@ -69,6 +69,16 @@ local function place(d, node, entries)
     local h = halves[child]
     h[#h + 1] = e
   end
+  if #order == 1 then -- the other half is empty: said so, for counts to skip it
+    local hi, lo, c = entries[1][2], entries[1][3], nil
+    if d + 1 <= 32 then
+      c = math.floor(hi / 2 ^ (31 - d))
+      redis.call('HSET', dir, (d + 1) .. '.' .. act_int(c + 1 - 2 * (c % 2)), 'e')
+    else
+      c = math.floor(lo / 2 ^ (63 - d))
+      redis.call('HSET', dir, (d + 1) .. '.' .. act_int(hi) .. '.' .. act_int(c + 1 - 2 * (c % 2)), 'e')
+    end
+  end
   for _, child in ipairs(order) do
     place(d + 1, child, halves[child])
   end
@@ -100,14 +110,14 @@ local function densify(shard, hi, lo, resb)
     local top = table.remove(stack)
     local d, p = top[1], top[2] -- p: lo's top d - 32 bits
     local node = d .. '.' .. act_int(hi) .. '.' .. act_int(p)
-    if d > 41 and redis.call('HGET', dir, node) == 's' then
+    local v = redis.call('HGET', dir, node)
+    if d > 41 and v then
       redis.call('HDEL', dir, node)
+    end
+    if v == 's' then
       stack[#stack + 1] = {d + 1, p * 2}
       stack[#stack + 1] = {d + 1, p * 2 + 1}
-    elseif d == 41 and redis.call('HGET', dir, node) == 's' then
-      stack[#stack + 1] = {d + 1, p * 2}
-      stack[#stack + 1] = {d + 1, p * 2 + 1}
-    else
+    elseif v ~= 'e' then
       local key = prefix .. node .. sfx
       for _, m in ipairs(redis.call('SMEMBERS', key)) do
         offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
@@ -144,6 +154,13 @@ for i = 4, #ARGV, 3 do
     local n = redis.call('SCARD', key)
     if n == 1 then
       made(key)
+      if v == 'e' then -- empty no more
+        redis.call('HDEL', dir, node)
+        v = false
+        if last then
+          last[3] = false
+        end
+      end
     end
     local c
     if d > 41 then

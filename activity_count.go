@@ -126,8 +126,9 @@ func (e *Engine) countPart(ctx context.Context, obj object, op string, part int,
 			switch v {
 			case "d":
 				t.dense[n] = true
-			case "e":
-				t.empty[n] = true
+			case "s0", "s1": // the other half holds no id
+				t.split[n] = true
+				t.empty[n.children()[1-int(v[1]-'0')]] = true
 			default:
 				t.split[n] = true
 			}

@@ -36,10 +36,10 @@ func (v v3) index(ctx context.Context, group, period string, shards ...int64) (i
 	return redis.Int64(v.e.eval(ctx, v.e.group(group), v3BitsIndex, args...))
 }
 
-// mark is v3's MarkActive in the steady state (the shard indexed): one
-// bits_mark script.
+// mark is v3's MarkActive in the steady state (the shard indexed and
+// made): one bits_mark script, -1 for "indexed before".
 func (v v3) mark(ctx context.Context, group, period string, id int64) error {
-	_, err := v.e.eval(ctx, v.e.group(group), scriptBitsMark, v.shardKey(group, id/activeShardIDs, ":"+period), 0, id%activeShardIDs)
+	_, err := v.e.eval(ctx, v.e.group(group), scriptBitsMark, v.shardKey(group, id/activeShardIDs, ":"+period), -1, id%activeShardIDs)
 	return err
 }
 

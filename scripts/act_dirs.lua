@@ -2,8 +2,8 @@
 -- periods.
 -- KEYS[1..n] the partition's directories, one per period
 -- reply: for each period, its split and dense nodes as a flat list of
---   node, 's' (split), 'd' (dense) or 'e' (empty); 0 for a period without
---   a directory.
+--   node, 's' (split; 's0' or 's1' while only that half holds ids) or 'd'
+--   (dense); 0 for a period without a directory.
 local out = {}
 for i = 1, #KEYS do
   local all = redis.call('HGETALL', KEYS[i])
@@ -13,7 +13,7 @@ for i = 1, #KEYS do
     local nodes = {}
     for j = 1, #all, 2 do
       local v = all[j + 1]
-      if v == 's' or v == 'd' or v == 'e' then
+      if string.byte(v) == 115 or v == 'd' then -- 's', 's0', 's1', 'd'
         nodes[#nodes + 1] = all[j]
         nodes[#nodes + 1] = v
       end

@@ -69,15 +69,10 @@ local function place(d, node, entries)
     local h = halves[child]
     h[#h + 1] = e
   end
-  if #order == 1 then -- the other half is empty: said so, for counts to skip it
-    local hi, lo, c = entries[1][2], entries[1][3], nil
-    if d + 1 <= 32 then
-      c = math.floor(hi / 2 ^ (31 - d))
-      redis.call('HSET', dir, (d + 1) .. '.' .. act_int(c + 1 - 2 * (c % 2)), 'e')
-    else
-      c = math.floor(lo / 2 ^ (63 - d))
-      redis.call('HSET', dir, (d + 1) .. '.' .. act_int(hi) .. '.' .. act_int(c + 1 - 2 * (c % 2)), 'e')
-    end
+  if #order == 1 then -- one half empty: 's0' or 's1' names the other, for counts
+    local e = entries[1]
+    local c = d + 1 <= 32 and math.floor(e[2] / 2 ^ (31 - d)) or math.floor(e[3] / 2 ^ (63 - d))
+    redis.call('HSET', dir, node, 's' .. (c % 2))
   end
   for _, child in ipairs(order) do
     place(d + 1, child, halves[child])
@@ -114,10 +109,10 @@ local function densify(shard, hi, lo, resb)
     if d > 41 and v then
       redis.call('HDEL', dir, node)
     end
-    if v == 's' then
+    if v then -- split ('s', 's0', 's1')
       stack[#stack + 1] = {d + 1, p * 2}
       stack[#stack + 1] = {d + 1, p * 2 + 1}
-    elseif v ~= 'e' then
+    else
       local key = prefix .. node .. sfx
       for _, m in ipairs(redis.call('SMEMBERS', key)) do
         offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
@@ -154,12 +149,10 @@ for i = 4, #ARGV, 3 do
     local n = redis.call('SCARD', key)
     if n == 1 then
       made(key)
-      if v == 'e' then -- empty no more
-        redis.call('HDEL', dir, node)
-        v = false
-        if last then
-          last[3] = false
-        end
+      local parent = d > 4 and act_node(d - 1, hi, lo)
+      local pv = parent and redis.call('HGET', dir, parent)
+      if pv == 's0' or pv == 's1' then -- both halves hold ids now
+        redis.call('HSET', dir, parent, 's')
       end
     end
     local c

@@ -2,7 +2,8 @@
 -- scripts; see docs/activity.md). A node is named by its depth d and h's
 -- prefix at d, h in two 32-bit halves hi and lo so that every number stays
 -- exact: 'd.prefix' to depth 32, 'd.hi.prefix' below. A directory (a
--- hash) says 's' for a split node, 'd' for a dense shard (depth 41).
+-- hash) says 's' for a split node ('s0' or 's1' while only that half
+-- holds ids), 'd' for a dense shard (depth 41).
 
 -- act_int formats an integer below 2^53 without an exponent.
 local function act_int(x)
@@ -26,7 +27,7 @@ local function act_leaf(dir, hi, lo)
   while a < b do
     local mid = math.floor((a + b) / 2)
     local got = redis.call('HGET', dir, act_node(mid, hi, lo))
-    if got == 's' then
+    if got and string.byte(got) == 115 then -- 's', 's0', 's1'
       a = mid + 1
     else
       b, v = mid, got

@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 
 	"github.com/gomodule/redigo/redis"
@@ -119,6 +120,9 @@ func (e *Engine) countPart(ctx context.Context, obj object, op string, part int,
 		for j := 0; j+1 < len(nodes); j += 2 {
 			name, _ := redis.String(nodes[j], nil)
 			v, _ := redis.String(nodes[j+1], nil)
+			if name == "t" || strings.HasPrefix(name, "c") { // the deadline, a shard's count
+				continue
+			}
 			n, ok := parseNode(name)
 			if !ok {
 				return 0, obj.errorf("partition %d, period %q: directory names %q: %w", part, periods[i], name, ErrInvalid)

@@ -1,7 +1,9 @@
 package atomicredis
 
 import (
+	"cmp"
 	"context"
+	"math/bits"
 	"slices"
 	"strconv"
 	"sync"
@@ -11,62 +13,233 @@ import (
 )
 
 // ---------------------------------------------------------------------------
-// Activity bitmaps: one bit per id per period, in shards of 1 MiB
-// spread over a cluster; SETBIT, GETBIT, and BITOP OR or AND per shard
+// Activity: which ids were active in a period, for ids of any scheme. The
+// layout and its costs are in docs/activity.md: an id's shard is hashed to
+// one of 16 partitions (a hash tag each); in a partition a period's ids
+// are a trie of sets of at most 512 ids, and a shard with 32,768 ids or
+// more is v3's bitmap.
 
-// MaxActiveID is the largest id a bitmap takes: any int64 >= 0 will do. Ids
-// fall in shards of 8,388,096 consecutive ids, each a key of its own of 1
-// MiB a period, so keep ids dense: each far-off id makes a shard of its
-// own.
+// MaxActiveID is the largest id activity takes: any int64 >= 0 will do.
 const MaxActiveID = 1<<63 - 1
 
-// activeShardIDs is how many ids a shard holds: 2^23 - 512, so that a
-// shard's 1,048,512 bytes and Redis's string header fill jemalloc's 1 MiB
-// size class (2^23 ids would take the 1.25 MiB class). A shard is made
-// whole at its first mark (a string that grows gets room for up to twice
-// its length). A count's script per shard (BITOP over its periods,
-// BITCOUNT) is short enough not to stall the server for others, and the
-// hundred million ids of a busy day make 12 shards: enough to spread over a
-// cluster's primaries, few enough that a count's round trips cost little
-// beside its work. Shard and offset are computed here, not in Lua, whose
-// numbers lose precision past 2^53.
+// activeShardIDs is how many ids a dense shard holds: 2^23 - 512, so that
+// its 1,048,512 bytes and Redis's string header fill jemalloc's 1 MiB size
+// class (2^23 ids would take the 1.25 MiB class). Shard and offset are
+// computed here, not in Lua, whose numbers lose precision past 2^53.
 const activeShardIDs = 1<<23 - 512
 
-// activeIndexMemory bounds how many (group, period, shard) an engine
-// remembers having put in their period's index; past it, each new one
-// makes the engine forget another, whose next mark costs a round trip more.
-const activeIndexMemory = 1 << 14
+// activePartitions is how many hash tags a group's activity spreads over.
+const activePartitions = 16
 
-// activeParallel bounds how many shard scripts one count or MarkActiveMany
-// runs at once.
-const activeParallel = 8
+// activeLeafIDs is the most ids a bucket holds: Redis keeps a set of at
+// most 512 integers (set-max-intset-entries) as a sorted intset, 8 bytes
+// an id. activeDenseIDs is the count at which a shard becomes a bitmap.
+// Variables so that tests can make tries deep with few ids; the layout
+// stays valid whatever they were when each id was marked.
+var activeLeafIDs, activeDenseIDs atomic.Int64
 
-// shardRef names one shard of a group's bitmap for one period.
-type shardRef struct {
-	group, period string
-	shard         int64
+func init() {
+	activeLeafIDs.Store(512)
+	activeDenseIDs.Store(1 << 15)
 }
 
-// MarkActive marks id active in the group's bitmap for period (any bytes,
-// such as "2026-11-21"): one round trip once the engine has indexed id's
-// shard for the period. The first mark of a shard for a period puts the
-// shard in the period's index first (one round trip more, to the group's
-// slot).
+// activeIndexMemory bounds how many (group, period, partition) indexed and
+// (group, period, shard) dense an engine remembers; past it, each new one
+// makes the engine forget another, whose next mark costs a round trip more
+// (indexed) or a few µs more (dense).
+const activeIndexMemory = 1 << 14
+
+// activeParallel bounds how many scripts one count or MarkActiveMany runs
+// at once.
+const activeParallel = 8
+
+// activeBatch is the most ids one mark script takes.
+const activeBatch = 10_000
+
+// shardRef is what an engine remembers of a group's period: partition n
+// is in its index, or (dense) shard n is a bitmap.
+type shardRef struct {
+	group, period string
+	n             int64
+	dense         bool
+}
+
+// place is where an id lives: h = perm(shard) << 23 | offset, whose top 4
+// bits are the partition.
+type place struct {
+	h             uint64
+	shard, offset int64
+}
+
+func placeOf(id int64) place {
+	s, o := id/activeShardIDs, id%activeShardIDs
+	return place{h: permShard(uint64(s))<<23 | uint64(o), shard: s, offset: o}
+}
+
+// permShard is a bijection of 41-bit numbers that spreads neighbouring
+// shards (a day of snowflake ids, a dense range) over the partitions and
+// the trie: xor-shifts and multiplications by odd numbers, each invertible
+// modulo 2^41.
+func permShard(s uint64) uint64 {
+	const mask = 1<<41 - 1
+	s ^= s >> 21
+	s = s * 0x9e3779b97f4a7c15 & mask
+	s ^= s >> 19
+	s = s * 0xbf58476d1ce4e5b9 & mask
+	s ^= s >> 23
+	return s
+}
+
+func (p place) part() int { return int(p.h >> 60) }
+
+// member is what a bucket stores for the id: h - 2^63 as a signed integer,
+// so that it fits an intset.
+func (p place) member() string { return strconv.FormatInt(int64(p.h^1<<63), 10) }
+
+// args are the id's three values for act_mark and act_is.
+func (p place) args() []any { return []any{p.h >> 32, p.h & (1<<32 - 1), p.member()} }
+
+// trieNode is a node of a partition's trie: depth d and h's top d bits.
+type trieNode struct {
+	d int
+	p uint64
+}
+
+func nodeOf(h uint64, d int) trieNode { return trieNode{d, h >> (64 - d)} }
+
+func (n trieNode) children() [2]trieNode {
+	return [2]trieNode{{n.d + 1, n.p << 1}, {n.d + 1, n.p<<1 | 1}}
+}
+
+// name is the node's name in Lua's terms (lib/act.lua's act_node).
+func (n trieNode) name() string {
+	if n.d <= 32 {
+		return strconv.Itoa(n.d) + "." + strconv.FormatUint(n.p, 10)
+	}
+	lowBits := n.d - 32
+	return strconv.Itoa(n.d) + "." + strconv.FormatUint(n.p>>lowBits, 10) + "." + strconv.FormatUint(n.p&(1<<lowBits-1), 10)
+}
+
+// parseNode reads a node's name; ok is false for anything else.
+func parseNode(s string) (n trieNode, ok bool) {
+	var f [3]uint64
+	i := 0
+	for _, c := range []byte(s) {
+		switch {
+		case c == '.' && i < 2:
+			i++
+		case c >= '0' && c <= '9':
+			hi, lo := bits.Mul64(f[i], 10)
+			if hi != 0 {
+				return trieNode{}, false
+			}
+			f[i] = lo + uint64(c-'0')
+		default:
+			return trieNode{}, false
+		}
+	}
+	n.d = int(f[0])
+	switch {
+	case i == 1 && n.d >= 1 && n.d <= 32:
+		n.p = f[1]
+	case i == 2 && n.d > 32 && n.d <= 64:
+		n.p = f[1]<<(n.d-32) | f[2]
+	default:
+		return trieNode{}, false
+	}
+	return n, true
+}
+
+// base is the member of a dense shard's offset 0 (n at depth 41).
+func (n trieNode) base() string { return strconv.FormatInt(int64(n.p<<23^1<<63), 10) }
+
+// partPrefix builds <ns>act:{<tag>}, the start of every key of one of a
+// group's partitions, whose tag is partTag's.
+func (o object) partPrefix(part int) string { return o.ns + "act:{" + partTag(o.name, part) + "}" }
+
+// partTag is partition part's hash tag: <group>:<part>, or <group>:<part>.<k>
+// with the least k that puts it in the part'th sixteenth of the 16,384
+// slots (about 16 tries), so that a cluster whose primaries own ranges of
+// slots, as they do by default, spreads a group's partitions evenly (with
+// 3 primaries, 5 or 6 of 16 each), whatever the group's name. The number
+// after the tag's last colon keeps it unambiguous whatever colons the
+// group holds.
+func partTag(group string, part int) string {
+	tag := group + ":" + strconv.Itoa(part)
+	for k := 1; k < 1000 && int(tagSlot(tag))*activePartitions/16384 != part; k++ {
+		tag = group + ":" + strconv.Itoa(part) + "." + strconv.Itoa(k)
+	}
+	return tag
+}
+
+// tagSlot is Redis Cluster's slot for a hash tag: CRC-16/XMODEM mod 16384.
+func tagSlot(tag string) uint16 {
+	var crc uint16
+	for i := 0; i < len(tag); i++ {
+		crc = crc<<8 ^ crcTable[byte(crc>>8)^tag[i]]
+	}
+	return crc % 16384
+}
+
+var crcTable = func() (t [256]uint16) {
+	for i := range t {
+		c := uint16(i) << 8
+		for range 8 {
+			if c&0x8000 != 0 {
+				c = c<<1 ^ 0x1021
+			} else {
+				c <<= 1
+			}
+		}
+		t[i] = c
+	}
+	return t
+}()
+
+// dirKey is a partition's directory for a period (prefix: partPrefix's);
+// a leaf's key puts its node (which starts with a digit) where the
+// directory has ':'.
+func dirKey(prefix, period string) string { return prefix + ":" + period }
+
+func leafKey(prefix string, n trieNode, period string) string {
+	return prefix + n.name() + ":" + period
+}
+
+// indexKey builds <ns>bitindex:{<group>}:<period>, the partitions an
+// activity group's period has used (v3's name for its index of shards, a
+// sorted set: the versions meet each other with WRONGTYPE).
+func (o object) indexKey(period string) string {
+	return o.ns + "bitindex:{" + o.name + "}:" + period
+}
+
+// MarkActive marks id active in the group for period (any bytes, such as
+// "2026-11-21"): one round trip (one script on id's partition). The first
+// mark of a partition in a period by this engine puts the partition in the
+// period's index first (one round trip more, to the group's slot).
 func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64) error {
 	obj, err := e.activity(group, id)
 	if err != nil {
 		return err
 	}
-	return e.markShard(ctx, obj, period, id/activeShardIDs, []int64{id % activeShardIDs}, -1)
+	pl := placeOf(id)
+	if ref := (shardRef{group, period, pl.shard, true}); e.remembers(ref) {
+		key := leafKey(obj.partPrefix(pl.part()), nodeOf(pl.h, 41), period)
+		n, err := redis.Int64(e.eval(ctx, obj, scriptBitsMark, key, -1, pl.offset))
+		if err != nil || n >= 0 {
+			return err
+		}
+		e.forget(ref) // the bitmap is gone: its period ended
+	}
+	return e.markPart(ctx, obj, period, pl.part(), []place{pl}, -1)
 }
 
-// MarkActiveMany marks every id active in the group's bitmap for period:
-// one script per shard the ids fall in (at most 8 at once), after one that
-// indexes the shards the engine has not indexed yet. A shard's ids go as a
-// SETBIT each or, when there are many, as one run of bytes OR-ed in. Each
-// shard's marks are atomic; if one shard's script fails the others' marks
-// may stand (marking twice changes nothing: call again). A negative id
-// fails the whole call before any I/O; with no ids it does nothing.
+// MarkActiveMany marks every id active in the group for period: one script
+// per partition the ids fall in (at most 8 at once; 10,000 ids a script),
+// and one per shard the engine knows is dense (a run of bytes OR-ed in),
+// after one that indexes the partitions the engine has not indexed yet.
+// Each script's marks are atomic; if one fails the others' marks may stand
+// (marking twice changes nothing: call again). A negative id fails the
+// whole call before any I/O; with no ids it does nothing.
 func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids ...int64) error {
 	obj, err := e.object(kindActivity, group)
 	if err != nil {
@@ -83,215 +256,202 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 	if len(ids) == 0 {
 		return nil
 	}
-	offsets := map[int64][]int64{}
-	isFresh := map[int64]bool{}
-	var shards, fresh []int64
+	parts := map[int64][]place{}
+	dense := map[int64][]place{}
+	var jobs, fresh []int64 // jobs: a partition p as -1-p, a dense shard as itself
 	for _, id := range ids {
-		s := id / activeShardIDs
-		if _, ok := offsets[s]; !ok {
-			shards = append(shards, s)
-			if !e.isIndexed(shardRef{group, period, s}) {
-				fresh = append(fresh, s)
-				isFresh[s] = true
+		pl := placeOf(id)
+		if e.remembers(shardRef{group, period, pl.shard, true}) {
+			if dense[pl.shard] == nil {
+				jobs = append(jobs, pl.shard)
+			}
+			dense[pl.shard] = append(dense[pl.shard], pl)
+			continue
+		}
+		p := int64(pl.part())
+		if parts[p] == nil {
+			jobs = append(jobs, -1-p)
+			if !e.remembers(shardRef{group, period, p, false}) {
+				fresh = append(fresh, p)
 			}
 		}
-		offsets[s] = append(offsets[s], id%activeShardIDs)
+		parts[p] = append(parts[p], pl)
+	}
+	for _, places := range parts { // the script tries each id's leaf in the id before's first
+		slices.SortFunc(places, func(a, b place) int { return cmp.Compare(a.h, b.h) })
 	}
 	deadline := int64(-1)
 	if len(fresh) > 0 {
-		d, err := e.indexShards(ctx, obj, period, fresh...)
-		if err != nil {
+		if deadline, err = e.indexParts(ctx, obj, period, fresh...); err != nil {
 			return err
 		}
-		deadline = d
 	}
-	return e.eachShard(ctx, obj, shards, func(ctx context.Context, s int64) error {
-		d := int64(-1)
-		if isFresh[s] {
-			d = deadline
+	return e.eachShard(ctx, obj, jobs, func(ctx context.Context, j int64) error {
+		if j < 0 {
+			p := -1 - j
+			d := int64(-1)
+			if slices.Contains(fresh, p) {
+				d = deadline
+			}
+			return e.markPart(ctx, obj, period, int(p), parts[p], d)
 		}
-		return e.markShard(ctx, obj, period, s, offsets[s], d)
+		return e.markDense(ctx, obj, period, dense[j])
 	})
 }
 
-// markShard sets bits at offsets in one shard of the group's bitmap for
-// period. deadline is the period's as the index just gave it for this shard
-// (0: none), or -1 if the caller did not index the shard: then the engine
-// indexes it unless it remembers having done so. A remembered shard is
-// marked but not created, so that one that is gone (its period ended, its
-// index was lost) is indexed again before it is made anew.
-func (e *Engine) markShard(ctx context.Context, obj object, period string, shard int64, offsets []int64, deadline int64) error {
-	if deadline < 0 && !e.isIndexed(shardRef{obj.name, period, shard}) {
-		d, err := e.indexShards(ctx, obj, period, shard)
+// markPart marks places in one partition, activeBatch at a time. deadline
+// is the period's as the index just gave it (0: none), or -1 if the caller
+// did not index the partition: then the engine indexes it unless it
+// remembers having done so. A remembered partition is marked but not
+// created, so that one that is gone (its period ended, its index was lost)
+// is indexed again before it is made anew.
+func (e *Engine) markPart(ctx context.Context, obj object, period string, part int, places []place, deadline int64) error {
+	if deadline < 0 && !e.remembers(shardRef{obj.name, period, int64(part), false}) {
+		d, err := e.indexParts(ctx, obj, period, int64(part))
 		if err != nil {
 			return err
 		}
 		deadline = d
 	}
-	script, args, at := shardMarks(obj, period, shard, offsets)
-	args[at] = deadline
-	n, err := redis.Int64(e.eval(ctx, obj, script, args...))
-	if err != nil || n >= 0 {
-		return err
+	prefix := obj.partPrefix(part)
+	for len(places) > 0 {
+		batch := places[:min(len(places), activeBatch)]
+		places = places[len(batch):]
+		args := make([]any, 0, 5+3*len(batch))
+		args = append(args, dirKey(prefix, period), prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load())
+		for _, pl := range batch {
+			args = append(args, pl.args()...)
+		}
+		reply, err := redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
+		if err == nil && reply[0] < 0 {
+			if args[2], err = e.indexParts(ctx, obj, period, int64(part)); err == nil {
+				reply, err = redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
+			}
+		}
+		if err != nil {
+			return err
+		}
+		for _, i := range reply[1:] {
+			e.remember(shardRef{obj.name, period, batch[i-1].shard, true})
+		}
 	}
-	if args[at], err = e.indexShards(ctx, obj, period, shard); err != nil {
-		return err
-	}
-	_, err = e.eval(ctx, obj, script, args...)
-	return err
+	return nil
 }
 
-// shardMarks is the script that sets offsets in one shard and its keys and
-// arguments, the deadline's place among them left for the caller (at).
-// Many offsets (64 or more, at least one in 8,192 bits of their span) go
-// as one run of bytes OR-ed in with BITOP (bits_merge): a SETBIT costs the
-// server about as much as a KiB of bytes to carry and OR. Others go as a
-// SETBIT each (bits_mark).
-func shardMarks(obj object, period string, shard int64, offsets []int64) (s *redis.Script, args []any, at int) {
-	key := obj.shardKey(shard, ":"+period)
+// markDense sets places' bits in one shard that the engine remembers as
+// dense: a SETBIT each (bits_mark), or one run of bytes OR-ed in with BITOP
+// (bits_merge) when there are 64 or more, at least one in 8,192 bits of
+// their span (a SETBIT costs the server about as much as a KiB of bytes to
+// carry and OR). If the bitmap is gone, the partition's script marks them.
+func (e *Engine) markDense(ctx context.Context, obj object, period string, places []place) error {
+	pl := places[0]
+	prefix := obj.partPrefix(pl.part())
+	key := leafKey(prefix, nodeOf(pl.h, 41), period)
+	offsets := make([]int64, len(places))
+	for i, p := range places {
+		offsets[i] = p.offset
+	}
+	var args []any
+	script := scriptBitsMark
 	lo, hi := slices.Min(offsets)/8, slices.Max(offsets)/8
 	if len(offsets) >= 64 && hi-lo+1 <= 1024*int64(len(offsets)) {
 		run := make([]byte, hi-lo+1)
 		for _, o := range offsets {
 			run[o/8-lo] |= 0x80 >> (o % 8) // SETBIT's order: bit 0 is the first byte's highest
 		}
-		return scriptBitsMerge, []any{key, obj.shardKey(shard, ""), nil, lo, run}, 2
+		script, args = scriptBitsMerge, []any{key, prefix + "~", -1, lo, run}
+	} else {
+		args = append(make([]any, 0, 2+len(offsets)), key, -1)
+		for _, o := range offsets {
+			args = append(args, o)
+		}
 	}
-	args = make([]any, 0, 2+len(offsets))
-	args = append(args, key, nil)
-	for _, o := range offsets {
-		args = append(args, o)
+	n, err := redis.Int64(e.eval(ctx, obj, script, args...))
+	if err != nil || n >= 0 {
+		return err
 	}
-	return scriptBitsMark, args, 1
+	e.forget(shardRef{obj.name, period, pl.shard, true})
+	return e.markPart(ctx, obj, period, pl.part(), places, -1)
 }
 
-// indexShards puts shards in the group's index for period and returns the
-// period's deadline (ms since the epoch by the server's clock, 0 for none),
-// which the period's first mark fixed.
-func (e *Engine) indexShards(ctx context.Context, obj object, period string, shards ...int64) (int64, error) {
-	args := make([]any, 0, 2+len(shards))
+// indexParts puts partitions in the group's index for period and returns
+// the period's deadline (ms since the epoch by the server's clock, 0 for
+// none), which the period's first mark fixed.
+func (e *Engine) indexParts(ctx context.Context, obj object, period string, parts ...int64) (int64, error) {
+	args := make([]any, 0, 2+len(parts))
 	args = append(args, obj.indexKey(period), e.activityTTL.Milliseconds())
-	for _, s := range shards {
-		args = append(args, s)
+	for _, p := range parts {
+		args = append(args, p)
 	}
-	deadline, err := redis.Int64(e.eval(ctx, obj, scriptBitsIndex, args...))
+	deadline, err := redis.Int64(e.eval(ctx, obj, scriptActIndex, args...))
 	if err != nil {
 		return 0, err
 	}
+	for _, p := range parts {
+		e.remember(shardRef{obj.name, period, p, false})
+	}
+	return deadline, nil
+}
+
+// remember notes r, forgetting an arbitrary other when the engine
+// remembers activeIndexMemory already.
+func (e *Engine) remember(r shardRef) {
 	e.indexedMu.Lock()
 	defer e.indexedMu.Unlock()
 	if e.indexed == nil {
 		e.indexed = map[shardRef]struct{}{}
 	}
-	for _, s := range shards {
-		if len(e.indexed) >= activeIndexMemory {
-			for old := range e.indexed { // an arbitrary one: map order is random
-				delete(e.indexed, old)
-				break
-			}
+	if _, ok := e.indexed[r]; !ok && len(e.indexed) >= activeIndexMemory {
+		for old := range e.indexed { // an arbitrary one: map order is random
+			delete(e.indexed, old)
+			break
 		}
-		e.indexed[shardRef{obj.name, period, s}] = struct{}{}
 	}
-	return deadline, nil
+	e.indexed[r] = struct{}{}
 }
 
-func (e *Engine) isIndexed(r shardRef) bool {
+func (e *Engine) forget(r shardRef) {
+	e.indexedMu.Lock()
+	defer e.indexedMu.Unlock()
+	delete(e.indexed, r)
+}
+
+func (e *Engine) remembers(r shardRef) bool {
 	e.indexedMu.Lock()
 	defer e.indexedMu.Unlock()
 	_, ok := e.indexed[r]
 	return ok
 }
 
-// shardKey builds <ns>bits:{<group>:<shard>}<suffix> for an activity
-// group. The shard number after the tag's last colon keeps the tag
-// unambiguous whatever colons the group holds, and the key word keeps it
-// apart from the period's index.
-func (o object) shardKey(shard int64, suffix string) string {
-	return o.ns + "bits:{" + o.name + ":" + strconv.FormatInt(shard, 10) + "}" + suffix
-}
-
-// indexKey builds <ns>bitindex:{<group>}:<period>, the shards an activity
-// group's period has used.
-func (o object) indexKey(period string) string {
-	return o.ns + "bitindex:{" + o.name + "}:" + period
-}
-
 // IsActive reports whether id was marked active in the group for period:
-// one round trip (GETBIT on id's shard).
+// one round trip (one script on id's partition).
 func (e *Engine) IsActive(ctx context.Context, group, period string, id int64) (bool, error) {
 	obj, err := e.activity(group, id)
 	if err != nil {
 		return false, err
 	}
-	n, err := redis.Int64(e.eval(ctx, obj, scriptBitsIs, obj.shardKey(id/activeShardIDs, ":"+period), id%activeShardIDs))
+	pl := placeOf(id)
+	prefix := obj.partPrefix(pl.part())
+	args := append([]any{dirKey(prefix, period), prefix}, pl.args()...)
+	n, err := redis.Int64(e.eval(ctx, obj, scriptActIs, args...))
 	return n == 1, err
 }
 
-// CountActive returns how many ids were active in at least one of the
-// periods. It reads the periods' indexes (one round trip), then counts each
-// shard used in any of them with BITOP OR and BITCOUNT on the server (one
-// script a shard, at most 8 at once, in parallel across a cluster's nodes)
-// and adds up. Each shard is counted atomically; marks made during the
-// count may or may not be in it. At least one period is required.
-func (e *Engine) CountActive(ctx context.Context, group string, periods ...string) (int64, error) {
-	return e.countActive(ctx, group, "OR", periods)
-}
-
-// CountActiveAll returns how many ids were active in every one of the
-// periods (BITOP AND: retention). As CountActive, but it counts only the
-// shards that every period used.
-func (e *Engine) CountActiveAll(ctx context.Context, group string, periods ...string) (int64, error) {
-	return e.countActive(ctx, group, "AND", periods)
-}
-
-func (e *Engine) countActive(ctx context.Context, group, op string, periods []string) (int64, error) {
+// activity checks a group's name and an id.
+func (e *Engine) activity(group string, id int64) (object, error) {
 	obj, err := e.object(kindActivity, group)
-	if err != nil {
-		return 0, err
+	if err == nil && id < 0 {
+		err = obj.errorf("id %d: must be at least 0: %w", id, ErrInvalid)
 	}
-	if len(periods) == 0 {
-		return 0, obj.errorf("no periods: %w", ErrInvalid)
-	}
-	var distinct []string // a period named twice changes neither OR nor AND
-	seen := make(map[string]bool, len(periods))
-	for _, p := range periods {
-		if !seen[p] {
-			seen[p] = true
-			distinct = append(distinct, p)
-		}
-	}
-	args := make([]any, 0, len(distinct)+2)
-	args = append(args, len(distinct))
-	for _, p := range distinct {
-		args = append(args, obj.indexKey(p))
-	}
-	shards, err := redis.Int64s(e.eval(ctx, obj, scriptBitsShards, append(args, op)...))
-	if err != nil {
-		return 0, err
-	}
-	var total atomic.Int64
-	err = e.eachShard(ctx, obj, shards, func(ctx context.Context, s int64) error {
-		args := make([]any, 0, len(distinct)+3)
-		args = append(args, len(distinct)+1, obj.shardKey(s, "")) // the scratch key: no ':' after the tag
-		for _, p := range distinct {
-			args = append(args, obj.shardKey(s, ":"+p))
-		}
-		n, err := redis.Int64(e.eval(ctx, obj, scriptBitsCount, append(args, op)...))
-		total.Add(n)
-		return err
-	})
-	if err != nil {
-		return 0, err
-	}
-	return total.Load(), nil
+	return obj, err
 }
 
-// eachShard runs f for every shard, up to activeParallel at once (fewer on
-// a *redis.Pool whose MaxActive is small, so that one call cannot exhaust
+// eachShard runs f for every job, up to activeParallel at once (fewer on a
+// *redis.Pool whose MaxActive is small, so that one call cannot exhaust
 // it), and returns the first error, which ends the other calls' contexts.
-func (e *Engine) eachShard(ctx context.Context, obj object, shards []int64, f func(context.Context, int64) error) error {
-	if len(shards) == 1 {
-		return f(ctx, shards[0])
+func (e *Engine) eachShard(ctx context.Context, obj object, jobs []int64, f func(context.Context, int64) error) error {
+	if len(jobs) == 1 {
+		return f(ctx, jobs[0])
 	}
 	limit := activeParallel
 	if p, ok := e.pool.(*redis.Pool); ok && p.MaxActive > 0 {
@@ -305,31 +465,22 @@ func (e *Engine) eachShard(ctx context.Context, obj object, shards []int64, f fu
 		first error
 	)
 	slots := make(chan struct{}, limit)
-	for i, s := range shards {
+	for i, j := range jobs {
 		slots <- struct{}{}
 		if err := ctx.Err(); err != nil {
 			once.Do(func() {
-				first = obj.errorf("%d of %d shards not run: %w", len(shards)-i, len(shards), err)
+				first = obj.errorf("%d of %d scripts not run: %w", len(jobs)-i, len(jobs), err)
 			})
 			break
 		}
 		wg.Add(1)
-		go func(s int64) {
+		go func(j int64) {
 			defer func() { <-slots; wg.Done() }()
-			if err := f(ctx, s); err != nil {
+			if err := f(ctx, j); err != nil {
 				once.Do(func() { first = err; cancel() })
 			}
-		}(s)
+		}(j)
 	}
 	wg.Wait()
 	return first
-}
-
-// activity checks a group's name and an id.
-func (e *Engine) activity(group string, id int64) (object, error) {
-	obj, err := e.object(kindActivity, group)
-	if err == nil && id < 0 {
-		err = obj.errorf("id %d: must be at least 0: %w", id, ErrInvalid)
-	}
-	return obj, err
 }

@@ -272,8 +272,8 @@ func TestActivityManyPeriods(t *testing.T) {
 		if n, err := e.CountActive(ctx, "many", periods...); n != 41 || err != nil {
 			t.Errorf("CountActive over %d periods = %d, %v; want 41", len(periods), n, err)
 		}
-		if ks := s.Keys(t); len(ks) != 2*41 {
-			t.Errorf("%d keys, want 82: a bitmap and an index for each of 41 periods", len(ks))
+		if ks := s.Keys(t); len(ks) != 3*41 {
+			t.Errorf("%d keys, want 123: an index, a directory and a bucket for each of 41 periods", len(ks))
 		}
 	})
 }

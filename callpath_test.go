@@ -162,8 +162,10 @@ func TestCallPathBindsByKey(t *testing.T) {
 	if _, err := e.CountActive(ctx, "g", "p1", "p2"); err != nil {
 		t.Fatal(err)
 	}
-	// The periods' indexes, then shard 1's scratch key.
-	if want := []string{s.NS + "bitindex:{g}:p1", s.NS + "bits:{g:1}"}; !slices.Equal(log.binds, want) {
+	// The periods' indexes, then the partition's directories, then its
+	// scratch prefix.
+	prefix := object{kind: kindActivity, name: "g", ns: s.NS}.partPrefix(placeOf(1 << 23).part())
+	if want := []string{s.NS + "bitindex:{g}:p1", dirKey(prefix, "p1"), prefix + "~"}; !slices.Equal(log.binds, want) {
 		t.Errorf("CountActive bound to %q, want %q", log.binds, want)
 	}
 }

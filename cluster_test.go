@@ -175,7 +175,7 @@ func TestClusterOneRoundTrip(t *testing.T) {
 			if _, err := e.CountActive(ctx, name, "p", "q"); err != nil {
 				t.Fatal(err)
 			}
-			n += 6 // CountActive is two: the periods' indexes, then the one shard
+			n += 7 // CountActive is three: the periods' indexes, the one partition's tries, its count
 		}
 		return n
 	}

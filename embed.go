@@ -63,12 +63,14 @@ var (
 	// older servers refuse the shebang and Suggest falls back to the plain one).
 	scriptSuggestOOM = loadFlagged("suggest", 1, "allow-oom")
 
-	scriptBitsIndex  = load("bits_index", 1)
-	scriptBitsMark   = load("bits_mark", 1)
-	scriptBitsMerge  = load("bits_merge", 2)
-	scriptBitsIs     = load("bits_is", 1)
-	scriptBitsShards = load("bits_shards", -1) // one index per period
-	scriptBitsCount  = load("bits_count", -1)  // 1 scratch key + one bitmap per period
+	scriptBitsMark  = load("bits_mark", 1)
+	scriptBitsMerge = load("bits_merge", 2)
+	scriptActIndex  = load("act_index", 1)
+	scriptActMark   = load("act_mark", 2, "act")
+	scriptActIs     = load("act_is", 2, "act")
+	scriptActParts  = load("act_parts", -1)        // one index per period
+	scriptActDirs   = load("act_dirs", -1)         // one directory per period
+	scriptActCount  = load("act_count", -1, "act") // 1 scratch prefix + the units' keys
 )
 
 // scripts lists every loaded script by file name with its key count (-1:

@@ -360,7 +360,7 @@ func TestOneRoundTripPerOperation(t *testing.T) {
 		got := monitor(t, addr, s.NS, op.run)
 		want := 1
 		if strings.HasPrefix(op.name, "CountActive") {
-			want = 2 // the periods' indexes, then the one shard
+			want = 3 // the periods' indexes, the one partition's tries, its count
 		}
 		evalsha := 0
 		for _, cmd := range got {

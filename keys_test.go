@@ -68,8 +68,8 @@ func TestKeySlot(t *testing.T) {
 }
 
 // FuzzKeys: for any namespace, name and period, every key the operations
-// write lies in the name's slot (a bitmap's shard, in the slot of the name
-// and its shard number), or the input is refused with ErrInvalid and
+// write lies in the name's slot (activity's partitions, in their own tag's
+// slot), or the input is refused with ErrInvalid and
 // nothing is written.
 func FuzzKeys(f *testing.F) {
 	for _, seed := range [][3]string{{"", "orders", "2026-11-21"}, {"app:", "a b", ""}, {"x", "é\x00\xff", "{p}"}, {"", "{", "p"}, {"n{", "a", "p"}} {
@@ -107,8 +107,8 @@ func FuzzKeys(f *testing.F) {
 		}
 		for _, k := range keys {
 			want := keySlot("{" + name + "}")
-			if strings.HasPrefix(k[len(ns):], "bits:") {
-				want = keySlot("{" + name + ":0}") // id 3 is in shard 0
+			if strings.HasPrefix(k[len(ns):], "act:") {
+				want = keySlot("{" + partTag(name, placeOf(3).part()) + "}") // id 3's partition
 			}
 			if got := keySlot(k); got != want {
 				t.Fatalf("key %q in slot %d, the name's slot is %d", k, got, want)

@@ -3,6 +3,7 @@ package suite
 import (
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/atomicredis/atomicredis"
@@ -164,21 +165,32 @@ func activity(t *testing.T, s *testserver.Server) {
 			t.Errorf("CountActiveAll(%q) = %d, %v; want %d", c.periods, got, err, c.all)
 		}
 	}
-	// One bitmap a (period, shard), one index a period; no scratch key left.
-	var want []string
-	for _, k := range []string{"bitindex:{daily}:", "bitindex:{daily}:2026-11-19", "bitindex:{daily}:2026-11-20", "bitindex:{daily}:a{b}:c",
-		"bits:{daily:0}:", "bits:{daily:0}:2026-11-19", "bits:{daily:0}:2026-11-20", "bits:{daily:0}:a{b}:c", "bits:{daily:268451841}:2026-11-20"} {
-		want = append(want, s.NS+k)
+	// One index a period; in a partition a directory and a bucket a period
+	// (ids 0 to 9 share one, far is in another); no scratch key left.
+	var indexes, parts []string
+	for _, k := range s.Keys(t) {
+		switch {
+		case strings.HasPrefix(k, s.NS+"bitindex:{daily}:"):
+			indexes = append(indexes, strings.TrimPrefix(k, s.NS))
+		case strings.HasPrefix(k, s.NS+"act:{daily:") && !strings.Contains(k, "}~"):
+			parts = append(parts, k)
+		default:
+			t.Errorf("key %q: not an index, a directory or a bucket", k)
+		}
 	}
-	if got := s.Keys(t); !slices.Equal(got, want) {
-		t.Errorf("keys %q, want %q", got, want)
+	if want := []string{"bitindex:{daily}:", "bitindex:{daily}:2026-11-19", "bitindex:{daily}:2026-11-20", "bitindex:{daily}:a{b}:c"}; !slices.Equal(indexes, want) {
+		t.Errorf("indexes %q, want %q", indexes, want)
+	}
+	if len(parts) != 2*4+2 {
+		t.Errorf("partitions' keys %q, want 10: a directory and a bucket for each period, and for far's", parts)
 	}
 }
 
-// A key of the wrong type at a shard's bitmap or at a period's index: an
-// error carrying the server's reply, and nothing changed. (The engine has
-// indexed the shard already: a first mark writes the index before the
-// shard, and a shard that then fails leaves the index naming it.)
+// A key of the wrong type at a bucket, at a partition's directory or at a
+// period's index: an error carrying the server's reply, and nothing
+// changed. (The engine has indexed the partition already: a first mark
+// writes the index before the partition, and a partition that then fails
+// leaves the index naming it.)
 func activityWrongType(t *testing.T, s *testserver.Server) {
 	ctx, e := ctxT(t), engine(s)
 	for _, p := range []string{"a", "p"} {
@@ -186,8 +198,20 @@ func activityWrongType(t *testing.T, s *testserver.Server) {
 			t.Fatal(err)
 		}
 	}
-	shard, index := s.NS+"bits:{w:0}:p", s.NS+"bitindex:{w}:p"
-	dense := make([]int64, 300) // goes as one run of bytes OR-ed in
+	var bucket, dir string // id 3's, for period p
+	for _, k := range s.Keys(t) {
+		switch {
+		case strings.HasPrefix(k, s.NS+"act:{w:") && strings.HasSuffix(k, "}:p"):
+			dir = k
+		case strings.HasPrefix(k, s.NS+"act:{w:") && strings.HasSuffix(k, ":p"):
+			bucket = k
+		}
+	}
+	index := s.NS + "bitindex:{w}:p"
+	if bucket == "" || dir == "" {
+		t.Fatalf("keys %q: no bucket or directory for period p", s.Keys(t))
+	}
+	dense := make([]int64, 300)
 	for i := range dense {
 		dense[i] = int64(i)
 	}
@@ -195,24 +219,24 @@ func activityWrongType(t *testing.T, s *testserver.Server) {
 		name, key string
 		run       func() error
 	}{
-		{"MarkActive, the shard a list", shard, func() error { return e.MarkActive(ctx, "w", "p", 1) }},
-		{"MarkActiveMany, the shard a list", shard, func() error { return e.MarkActiveMany(ctx, "w", "p", 1, 2) }},
-		{"MarkActiveMany (dense), the shard a list", shard, func() error { return e.MarkActiveMany(ctx, "w", "p", dense...) }},
-		{"IsActive, the shard a list", shard, func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
-		{"CountActive, the shard a list", shard, func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
-		{"CountActive, a later period's shard a list", shard, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
-		{"CountActiveAll, a later period's shard a list", shard, func() error { _, err := e.CountActiveAll(ctx, "w", "a", "p"); return err }},
+		{"MarkActive, the bucket a list", bucket, func() error { return e.MarkActive(ctx, "w", "p", 1) }},
+		{"MarkActiveMany, the bucket a list", bucket, func() error { return e.MarkActiveMany(ctx, "w", "p", 1, 2) }},
+		{"MarkActiveMany (many), the bucket a list", bucket, func() error { return e.MarkActiveMany(ctx, "w", "p", dense...) }},
+		{"IsActive, the bucket a list", bucket, func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
+		{"CountActive, the bucket a list", bucket, func() error { _, err := e.CountActive(ctx, "w", "p"); return err }},
+		{"CountActive, a later period's bucket a list", bucket, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
+		{"CountActiveAll, a later period's bucket a list", bucket, func() error { _, err := e.CountActiveAll(ctx, "w", "a", "p"); return err }},
+		{"MarkActive, the directory a list", dir, func() error { return e.MarkActive(ctx, "w", "p", 1) }},
+		{"IsActive, the directory a list", dir, func() error { _, err := e.IsActive(ctx, "w", "p", 1); return err }},
+		{"CountActive, the directory a list", dir, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
 		{"MarkActive by a new engine, the index a list", index, func() error { return engine(s).MarkActive(ctx, "w", "p", 1<<23) }},
 		{"CountActive, the index a list", index, func() error { _, err := e.CountActive(ctx, "w", "a", "p"); return err }},
 	} {
-		s.Must(t, "DEL", c.key)
+		kept := c.key + "#" // same slot
+		s.Must(t, "RENAME", c.key, kept)
 		s.Must(t, "RPUSH", c.key, "x", "y\xff")
 		wantWrongType(t, s, c.name, c.run)
 		s.Must(t, "DEL", c.key)
-		if c.key == shard {
-			s.Must(t, "SETBIT", shard, 3, 1)
-		} else {
-			s.Must(t, "ZADD", index, 0, 0)
-		}
+		s.Must(t, "RENAME", kept, c.key)
 	}
 }

@@ -1,0 +1,556 @@
+package atomicredis
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testcluster"
+	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+)
+
+// smallTries makes buckets hold leaf ids and shards turn dense at dense ids
+// until the test ends, so that a few hundred ids make deep tries and dense
+// shards. Tests that call it do not run in parallel.
+func smallTries(t *testing.T, leaf, dense int64) {
+	oldLeaf, oldDense := activeLeafIDs.Swap(leaf), activeDenseIDs.Swap(dense)
+	t.Cleanup(func() { activeLeafIDs.Store(oldLeaf); activeDenseIDs.Store(oldDense) })
+}
+
+// Node names read back as the nodes they name, at every depth; h's
+// partition and shard come from the id as docs/activity.md says.
+func TestActivityPlaces(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for i := 0; i < 2000; i++ {
+		h := r.Uint64()
+		for d := 1; d <= 64; d++ {
+			n := nodeOf(h, d)
+			if back, ok := parseNode(n.name()); !ok || back != n {
+				t.Fatalf("%+v named %q reads back as %+v, %v", n, n.name(), back, ok)
+			}
+		}
+	}
+	for _, bad := range []string{"", "3", "33.1", "3.1.2", "65.1.1", "1.2.3.4", "4.x", "99999999999999999999.1"} {
+		if n, ok := parseNode(bad); ok {
+			t.Errorf("parseNode(%q) = %+v, want not a node", bad, n)
+		}
+	}
+	for i := 0; i < 100_000; i++ {
+		s := r.Uint64() & (1<<41 - 1)
+		if i < 1000 {
+			s = uint64(i) // neighbours, as dense ids make
+		}
+		if p := permShard(s); p >= 1<<41 || unpermShard(p) != s {
+			t.Fatalf("permShard(%d) = %d: out of range or not invertible (back: %d)", s, p, unpermShard(p))
+		}
+	}
+	for _, id := range []int64{0, activeShardIDs - 1, activeShardIDs, MaxActiveID} {
+		pl := placeOf(id)
+		if pl.shard != id/activeShardIDs || pl.offset != id%activeShardIDs || pl.h&(1<<23-1) != uint64(pl.offset) {
+			t.Errorf("placeOf(%d) = %+v", id, pl)
+		}
+		if m, _ := strconv.ParseInt(pl.member(), 10, 64); uint64(m)^1<<63 != pl.h {
+			t.Errorf("placeOf(%d).member() = %s, not h - 2^63", id, pl.member())
+		}
+	}
+}
+
+// unpermShard is permShard's inverse: a bijection has one.
+func unpermShard(p uint64) uint64 {
+	const mask = 1<<41 - 1
+	inverse := func(c uint64) uint64 { // of an odd c, mod 2^64 (Newton's iteration)
+		x := c
+		for range 6 {
+			x *= 2 - c*x
+		}
+		return x
+	}
+	p ^= p >> 23
+	p = p * inverse(0xbf58476d1ce4e5b9) & mask
+	p ^= p>>19 ^ p>>38
+	p = p * inverse(0x9e3779b97f4a7c15) & mask
+	p ^= p >> 21
+	return p
+}
+
+// edgeIDs are the ids each side of the layout's edges: shards, 2^23, 2^32,
+// 2^53 (Lua's precision), 2^62 and the largest.
+var edgeIDs = []int64{0, 1, 1<<23 - 1, 1 << 23, 1<<23 + 1, activeShardIDs - 1, activeShardIDs, activeShardIDs + 1,
+	1<<32 - 1, 1 << 32, 1<<32 + 1, 1<<53 - 1, 1 << 53, 1<<53 + 1, 1 << 62, MaxActiveID - activeShardIDs, MaxActiveID - 1, MaxActiveID}
+
+// Ids at every edge are marked where they belong, through MarkActive and
+// MarkActiveMany, and their neighbours are not.
+func TestActivityIDs(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		if err := e.MarkActiveMany(ctx, "ids", "many", edgeIDs...); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range edgeIDs {
+			if err := e.MarkActive(ctx, "ids", "one", id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		marked := map[int64]bool{}
+		for _, id := range edgeIDs {
+			marked[id] = true
+		}
+		for _, period := range []string{"one", "many"} {
+			for _, id := range edgeIDs {
+				for _, near := range []int64{id - 1, id, id + 1} {
+					if near < 0 {
+						continue
+					}
+					if got, err := e.IsActive(ctx, "ids", period, near); got != marked[near] || err != nil {
+						t.Errorf("%s: IsActive(%d) = %v, %v; want %v", period, near, got, err, marked[near])
+					}
+				}
+			}
+			if n, err := e.CountActive(ctx, "ids", period); n != int64(len(edgeIDs)) || err != nil {
+				t.Errorf("%s: CountActive = %d, %v; want %d", period, n, err, len(edgeIDs))
+			}
+		}
+		if n, err := e.CountActiveAll(ctx, "ids", "one", "many"); n != int64(len(edgeIDs)) || err != nil {
+			t.Errorf("CountActiveAll = %d, %v; want %d", n, err, len(edgeIDs))
+		}
+	})
+}
+
+// activeOracle is what a test marked: period -> ids.
+type activeOracle map[string]map[int64]bool
+
+func (o activeOracle) mark(p string, ids ...int64) {
+	if o[p] == nil {
+		o[p] = map[int64]bool{}
+	}
+	for _, id := range ids {
+		o[p][id] = true
+	}
+}
+
+// counts are the union's and the intersection's sizes over periods.
+func (o activeOracle) counts(periods []string) (union, inter int64) {
+	seen := map[int64]int{}
+	distinct := map[string]bool{}
+	for _, p := range periods {
+		if !distinct[p] {
+			distinct[p] = true
+			for v := range o[p] {
+				seen[v]++
+			}
+		}
+	}
+	for _, n := range seen {
+		union++
+		if n == len(distinct) {
+			inter++
+		}
+	}
+	return union, inter
+}
+
+// Random mixes of dense, sparse and clustered ids, with shards crossing
+// the dense threshold mid-batch in some periods and not in others, counted
+// with OR and AND over up to 31 periods against an activeOracle, by two engines.
+// Buckets hold 8 ids and shards turn dense at 64, so that the tries are
+// deep and differ from period to period.
+func TestActivityOracle(t *testing.T) {
+	testserver.Parallel(t) // slow on miniredis; TestActivityThresholds does not run in parallel
+	smallTries(t, 8, 64)
+	servers(t, activityOracle)
+}
+
+// The same on a multi-node cluster (REDIS_CLUSTER_ADDRS).
+func TestActivityOracleCluster(t *testing.T) {
+	smallTries(t, 8, 64)
+	activityOracle(t, clusterServer(t))
+}
+
+func activityOracle(t *testing.T, s *testserver.Server) {
+	ctx := ctxT(t)
+	engines := []*Engine{engine(s), engine(s)}
+	r := rand.New(rand.NewPCG(3, 19))
+	o := activeOracle{}
+	var periods []string
+	for i := 0; i < 31; i++ {
+		periods = append(periods, "d"+strconv.Itoa(i))
+	}
+	day := int64(1_700_000_000_000) << 22 // a snowflake day's first id
+	id := func() int64 {
+		switch r.IntN(5) {
+		case 0:
+			return r.Int64() // sparse
+		case 1:
+			return day + r.Int64N(1000)<<22 | r.Int64N(4) // snowflake, clustered
+		case 2:
+			return 3*activeShardIDs + r.Int64N(200) // dense in shard 3
+		case 3:
+			return edgeIDs[r.IntN(len(edgeIDs))]
+		}
+		return MaxActiveID - r.Int64N(100) // dense in the last shard
+	}
+	common := []int64{5, 17, activeShardIDs + 2, 1 << 40, MaxActiveID} // in every period
+	extra, queries := 20, 14
+	if s.Mini != nil && testing.Short() { // miniredis's Lua is slow
+		extra, queries = 8, 6
+	}
+	for i, p := range periods {
+		e := engines[i%2]
+		batch := append([]int64(nil), common...)
+		for j := 0; j < extra+r.IntN(2*extra); j++ {
+			batch = append(batch, id())
+		}
+		if i%3 == 0 { // shard 0 crosses 64 ids mid-batch in a third of the periods
+			for j := int64(0); j < 90; j++ {
+				batch = append(batch, 2*j)
+			}
+		}
+		o.mark(p, batch...)
+		if err := e.MarkActiveMany(ctx, "o", p, batch...); err != nil {
+			t.Fatal(err)
+		}
+		for j := 0; j < 6; j++ {
+			v := id()
+			o.mark(p, v)
+			if err := engines[j%2].MarkActive(ctx, "o", p, v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	asked := [][]string{periods, periods[:1], periods[:16], periods[:17], {"d0", "d3", "d0"}, {"d1", "never"}}
+	for q := 0; q < queries; q++ {
+		var ps []string
+		for n := 1 + r.IntN(31); n > 0; n-- {
+			if r.IntN(20) == 0 {
+				ps = append(ps, "never")
+			} else {
+				ps = append(ps, periods[r.IntN(len(periods))])
+			}
+		}
+		asked = append(asked, ps)
+	}
+	for q, ps := range asked {
+		union, inter := o.counts(ps)
+		e := engines[q%2]
+		if got, err := e.CountActive(ctx, "o", ps...); got != union || err != nil {
+			t.Errorf("CountActive(%q) = %d, %v; want %d", ps, got, err, union)
+		}
+		if got, err := e.CountActiveAll(ctx, "o", ps...); got != inter || err != nil {
+			t.Errorf("CountActiveAll(%q) = %d, %v; want %d", ps, got, err, inter)
+		}
+	}
+	for q := 0; q < 60; q++ {
+		p, v := periods[r.IntN(len(periods))], id()
+		if got, err := engines[q%2].IsActive(ctx, "o", p, v); got != o[p][v] || err != nil {
+			t.Errorf("IsActive(%q, %d) = %v, %v; want %v", p, v, got, err, o[p][v])
+		}
+	}
+	for _, k := range s.Keys(t) {
+		if strings.Contains(k, "}~") {
+			t.Errorf("scratch key %q left behind", k)
+		}
+	}
+}
+
+// dirOf is a partition's directory for a period.
+func dirOf(s *testserver.Server, group, period string, id int64) map[string]string {
+	o := object{kind: kindActivity, name: group, ns: s.NS}
+	m, _ := redis.StringMap(s.Do("HGETALL", dirKey(o.partPrefix(placeOf(id).part()), period)))
+	return m
+}
+
+// The layout's thresholds as shipped (on miniredis, smaller), each side: a
+// bucket of 512 ids is one set, the 513th splits it; a shard of 32,767 ids
+// is sparse, the 32,768th makes it a bitmap; counts and IsActive agree
+// throughout.
+func TestActivityThresholds(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Mini != nil { // 32,768 marks in one shard take a minute in miniredis's Lua
+			smallTries(t, 8, 64)
+		}
+		ctx, e := ctxT(t), engine(s)
+		base := int64(7 * activeShardIDs)
+		ids := make([]int64, 0, activeDenseIDs.Load())
+		for i := int64(0); i < activeDenseIDs.Load(); i++ {
+			ids = append(ids, base+i*200)
+		}
+		splits := func() int {
+			n := 0
+			for _, v := range dirOf(s, "th", "p", base) {
+				if strings.HasPrefix(v, "s") {
+					n++
+				}
+			}
+			return n
+		}
+		check := func(n int, dense bool) {
+			t.Helper()
+			if c, err := e.CountActive(ctx, "th", "p"); c != int64(n) || err != nil {
+				t.Errorf("%d ids: CountActive = %d, %v", n, c, err)
+			}
+			for _, id := range []int64{ids[0], ids[n-1], ids[n-1] + 1} {
+				if got, err := e.IsActive(ctx, "th", "p", id); got != (id != ids[n-1]+1) || err != nil {
+					t.Errorf("%d ids: IsActive(%d) = %v, %v", n, id, got, err)
+				}
+			}
+			if got := dirOf(s, "th", "p", base)[nodeOf(placeOf(base).h, 41).name()] == "d"; got != dense {
+				t.Errorf("%d ids: dense %v, want %v", n, got, dense)
+			}
+		}
+		leaf := int(activeLeafIDs.Load())
+		if err := e.MarkActiveMany(ctx, "th", "p", ids[:leaf]...); err != nil {
+			t.Fatal(err)
+		}
+		check(leaf, false)
+		if n := splits(); n != 0 {
+			t.Errorf("%d ids: %d split nodes, want one bucket", leaf, n)
+		}
+		if err := e.MarkActive(ctx, "th", "p", ids[leaf]); err != nil {
+			t.Fatal(err)
+		}
+		check(leaf+1, false)
+		if n := splits(); n == 0 {
+			t.Errorf("%d ids: no split node", leaf+1)
+		}
+		if err := e.MarkActiveMany(ctx, "th", "p", ids[leaf+1:len(ids)-1]...); err != nil {
+			t.Fatal(err)
+		}
+		check(len(ids)-1, false)
+		if err := e.MarkActive(ctx, "th", "p", ids[len(ids)-1]); err != nil {
+			t.Fatal(err)
+		}
+		check(len(ids), true)
+		if n := splits(); n != 40-4+1 { // the path from the partition's root to the shard, 4..40
+			t.Errorf("dense: %d split nodes, want the shard's path only (37)", n)
+		}
+		if ks := s.Keys(t); len(ks) != 3 { // the index, the directory, the bitmap
+			t.Errorf("dense: keys %q, want the index, the directory and the bitmap", ks)
+		}
+	})
+}
+
+// A partition the engine remembers having indexed but that is gone, with
+// its index (its period ended, or the keys were lost), is indexed again
+// before it is made anew; so is a dense shard the engine remembers.
+func TestActivityReindexes(t *testing.T) {
+	smallTries(t, 4, 8)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		dense := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8}
+		if err := e.MarkActiveMany(ctx, "re", "p", dense...); err != nil {
+			t.Fatal(err)
+		}
+		if !e.remembers(shardRef{"re", "p", 0, true}) {
+			t.Fatal("shard 0 is dense, the engine does not know")
+		}
+		for _, k := range s.Keys(t) {
+			s.Must(t, "DEL", k)
+		}
+		if err := e.MarkActive(ctx, "re", "p", 6); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkActiveMany(ctx, "re", "p", 7, 8); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.CountActive(ctx, "re", "p"); n != 3 || err != nil {
+			t.Errorf("CountActive = %d, %v; want 3", n, err)
+		}
+	})
+}
+
+// The engine's memory of indexed partitions and dense shards stays
+// bounded.
+func TestActivityIndexMemory(t *testing.T) {
+	e := engine(testserver.Mini(t))
+	for i := 0; i < activeIndexMemory+100; i++ {
+		e.remember(shardRef{"mem", "p", int64(i), i%2 == 0})
+	}
+	if n := len(e.indexed); n != activeIndexMemory {
+		t.Errorf("%d remembered, want the bound %d", n, activeIndexMemory)
+	}
+}
+
+// On a multi-node cluster a day of snowflake ids spreads over every
+// primary, each key in its slot's owner, and a count visits them all.
+func TestActivitySpread(t *testing.T) {
+	s := clusterServer(t)
+	ctx, e := ctxT(t), engine(s)
+	r := rand.New(rand.NewPCG(8, 8))
+	day := int64(1_700_000_000_000)
+	ids := map[int64]bool{}
+	for len(ids) < 3000 {
+		ids[(day+r.Int64N(86_400_000))<<22|r.Int64N(4096)] = true
+	}
+	var batch []int64
+	for id := range ids {
+		batch = append(batch, id)
+	}
+	for _, p := range []string{"d1", "d2"} {
+		if err := e.MarkActiveMany(ctx, "spread", p, batch...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	owners, err := testcluster.SlotOwners(testcluster.Of(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	perNode, err := testcluster.NodeKeys(testcluster.Of(s), s.NS+"act:*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := 0
+	for addr, ks := range perNode {
+		if len(ks) == 0 {
+			t.Errorf("primary %s holds none of the group's keys", addr)
+		}
+		for _, k := range ks {
+			if owner := owners[keySlot(k)]; owner != addr {
+				t.Errorf("%s on %s; its slot's owner is %s", k, addr, owner)
+			}
+		}
+		total += len(ks)
+		t.Logf("primary %s: %d keys", addr, len(ks))
+	}
+	for _, ks := range perNode {
+		if 2*len(ks) > total {
+			t.Errorf("one primary holds %d of %d keys", len(ks), total)
+		}
+	}
+	if got, err := e.CountActive(ctx, "spread", "d1", "d2"); got != int64(len(ids)) || err != nil {
+		t.Errorf("CountActive = %d, %v; want %d", got, err, len(ids))
+	}
+	if got, err := e.CountActiveAll(ctx, "spread", "d1", "d2"); got != int64(len(ids)) || err != nil {
+		t.Errorf("CountActiveAll = %d, %v; want %d", got, err, len(ids))
+	}
+}
+
+// serverMs is the server's TIME in ms.
+func serverMs(s *testserver.Server, t *testing.T) int64 {
+	t.Helper()
+	v, err := redis.Int64s(s.Do("TIME"))
+	if err != nil || len(v) != 2 {
+		t.Fatalf("TIME: %v, %v", v, err)
+	}
+	return v[0]*1000 + v[1]/1000
+}
+
+// WithActivityTTL: a period's index and every key of it (directories,
+// buckets made by splits, bitmaps made dense) expire at the deadline its
+// first mark set, whichever engine (and TTL) marks later; after it the
+// period starts anew.
+func TestActivityTTL(t *testing.T) {
+	smallTries(t, 4, 16)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		const ttl = 1500 * time.Millisecond
+		if s.Mini != nil {
+			// A whole ms: PEXPIRETIME would otherwise read the ns it drops
+			// as a ms less.
+			s.Mini.SetTime(time.UnixMilli(time.Now().UnixMilli()))
+		}
+		ctx, e := ctxT(t), engine(s, WithActivityTTL(ttl))
+		later, forever := engine(s, WithActivityTTL(time.Hour)), engine(s)
+		before := serverMs(s, t)
+		if err := e.MarkActive(ctx, "ttl", "p", 1); err != nil {
+			t.Fatal(err)
+		}
+		after := serverMs(s, t)
+		var ids []int64
+		for i := int64(0); i < 40; i++ {
+			ids = append(ids, i, 5*activeShardIDs+i*1000, 1<<40+i<<30)
+		}
+		if err := later.MarkActiveMany(ctx, "ttl", "p", ids...); err != nil {
+			t.Fatal(err)
+		}
+		if err := forever.MarkActive(ctx, "ttl", "p", MaxActiveID); err != nil {
+			t.Fatal(err)
+		}
+		keys := s.Keys(t)
+		if len(keys) < 10 {
+			t.Fatalf("keys %q: want the index, directories, buckets and bitmaps", keys)
+		}
+		deadline := int64(0)
+		for _, k := range keys {
+			ms, err := redis.Int64(s.Do("PEXPIRETIME", k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if deadline == 0 {
+				deadline = ms
+			}
+			if ms != deadline {
+				t.Errorf("%s expires at %d, the period at %d", k, ms, deadline)
+			}
+		}
+		if deadline < before+ttl.Milliseconds() || deadline > after+ttl.Milliseconds() {
+			t.Errorf("the period expires at %d, want the first mark's time + %v, in [%d, %d]", deadline, ttl, before+ttl.Milliseconds(), after+ttl.Milliseconds())
+		}
+		if s.Mini != nil {
+			s.Mini.FastForward(ttl)
+		} else {
+			time.Sleep(time.Until(time.UnixMilli(deadline)) + 50*time.Millisecond)
+		}
+		if n, err := e.CountActive(ctx, "ttl", "p"); n != 0 || err != nil {
+			t.Errorf("CountActive after the deadline = %d, %v; want 0", n, err)
+		}
+		if err := later.MarkActive(ctx, "ttl", "p", 3); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.CountActive(ctx, "ttl", "p"); n != 1 || err != nil {
+			t.Errorf("CountActive of the new period = %d, %v; want 1", n, err)
+		}
+	})
+}
+
+func TestActivityTTLOption(t *testing.T) {
+	s := testserver.Mini(t)
+	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
+		if err := New(s.Pool, WithActivityTTL(d)).MarkActive(ctxT(t), "g", "p", 1); !errors.Is(err, ErrInvalid) {
+			t.Errorf("WithActivityTTL(%v): %v, want ErrInvalid", d, err)
+		}
+	}
+	if ks := s.Keys(t); len(ks) != 0 {
+		t.Errorf("keys written: %q", ks)
+	}
+}
+
+// v3 and v4 meet each other's keys with WRONGTYPE, never a miscount: the
+// period's index has the same name and another type.
+func TestActivityV3Meets(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		if err := e.MarkActive(ctx, "v4", "p", 42); err != nil {
+			t.Fatal(err)
+		}
+		g := object{kind: kindActivity, name: "v4", ns: s.NS}
+		_, err := e.eval(ctx, g, v3BitsIndex, g.indexKey("p"), 0, 0) // v3's first mark of shard 0
+		if !replyIs(errors.Unwrap(err), "WRONGTYPE") && !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("v3's index script on v4's index: %v, want WRONGTYPE", err)
+		}
+		_, err = e.eval(ctx, g, v3BitsShards, 1, g.indexKey("p"), "OR") // v3's count
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("v3's count on v4's index: %v, want WRONGTYPE", err)
+		}
+		s.Must(t, "ZADD", s.NS+"bitindex:{v3}:p", 0, 0) // v3's index of shard 0
+		if err := e.MarkActive(ctx, "v3", "p", 1); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("MarkActive on v3's index: %v, want WRONGTYPE", err)
+		}
+		if _, err := e.CountActive(ctx, "v3", "p"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("CountActive on v3's index: %v, want WRONGTYPE", err)
+		}
+	})
+}
+
+// The scripts that make a shard dense make it whole: their last bit is the
+// engine's last offset in a shard.
+func TestActivityShardSizeInScripts(t *testing.T) {
+	for _, name := range []string{"bits_mark", "bits_merge", "act_mark"} {
+		src, _ := scriptFS.ReadFile("scripts/" + name + ".lua")
+		if want := strconv.Itoa(activeShardIDs-1) + ", 0)"; !strings.Contains(string(src), want) {
+			t.Errorf("%s does not make a new shard whole with %s", name, want)
+		}
+	}
+}

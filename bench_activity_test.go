@@ -1,0 +1,671 @@
+package atomicredis
+
+// Activity benchmarks: marks, batches, memory by id scheme, and counts at
+// the seed's scale, against v3's layout (activity_v3_test.go) and v2's one
+// key a period (testdata/v2_active_*.lua).
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testcluster"
+	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+)
+
+func init() {
+	targets = append(targets,
+		target{"MarkActive, dense shard: script µs ÷ v3's", [2]string{"BenchmarkActivityMark/dense", "srv-us/op"}, [2]string{"BenchmarkActivityMark/v3", "srv-us/op"}, "<=", 1.2},
+		target{"MarkActive, dense shard: round trips a mark", [2]string{"BenchmarkActivityMark/dense", "cmds/op"}, [2]string{}, "<=", 1},
+		target{"MarkActive, sparse id: round trips a mark", [2]string{"BenchmarkActivityMark/sparse", "cmds/op"}, [2]string{}, "<=", 1},
+		target{"MarkActive, sparse id: script µs", [2]string{"BenchmarkActivityMark/sparse", "srv-us/op"}, [2]string{}, "", 0},
+		target{"MarkActiveMany of 100,000 sparse ids: round trips ÷ slots touched", [2]string{"BenchmarkActivityMarkMany/sparse", "trips/batch"}, [2]string{"BenchmarkActivityMarkMany/sparse", "slots/batch"}, "<=", 1},
+		target{"MarkActiveMany of 100,000 ids below 100 million: round trips", [2]string{"BenchmarkActivityMarkMany/batch", "trips/batch"}, [2]string{}, "", 0},
+		target{"10^5 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e5", "B/id"}, [2]string{}, "<=", 16},
+		target{"10^6 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e6", "B/id"}, [2]string{}, "<=", 16},
+		target{"10^7 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e7", "B/id"}, [2]string{}, "<=", 16},
+		target{"10^5 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e5", "B/id"}, [2]string{}, "", 0},
+		target{"10^6 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e6", "B/id"}, [2]string{}, "", 0},
+		target{"10^7 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e7", "B/id"}, [2]string{}, "", 0},
+		target{"a day of 10^5 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "B/id"}, [2]string{}, "<=", 16},
+		target{"a day of 10^6 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "B/id"}, [2]string{}, "<=", 16},
+		target{"a day of 10^7 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "B/id"}, [2]string{}, "<=", 16},
+		target{"a day of 10^5 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "top-share"}, [2]string{}, "<=", 0.5},
+		target{"a day of 10^6 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "top-share"}, [2]string{}, "<=", 0.5},
+		target{"a day of 10^7 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "top-share"}, [2]string{}, "<=", 0.5},
+		target{"7 periods of 10^6 random ids: CountActive ns", [2]string{"BenchmarkActivityRandomWeek/or", "ns/op"}, [2]string{}, "<=", 1e9},
+		target{"7 periods of 10^6 random ids: CountActiveAll ns", [2]string{"BenchmarkActivityRandomWeek/and", "ns/op"}, [2]string{}, "<=", 1e9},
+		target{"7 periods of 10^6 random ids: longest count script, ms", [2]string{"BenchmarkActivityRandomWeek/scripts", "max-script-ms"}, [2]string{}, "<=", 5},
+		target{"a day of 10^8 dense ids: MB (total.allocated)", [2]string{"BenchmarkActivitySeedDay/memory", "MB/day"}, [2]string{}, "<=", 12.6},
+		target{"7 days of 10^8 ids: CountActive time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-or", "ns/op"}, "<=", 1.2},
+		target{"7 days of 10^8 ids: CountActiveAll time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-and", "ns/op"}, "<=", 1.2},
+		target{"7 days of 10^8 ids, cluster: CountActive ÷ v3's", [2]string{"BenchmarkActivitySeedDayCluster/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDayCluster/v3-or", "ns/op"}, "<=", 1.2},
+		target{"7 days of 10^8 ids, cluster: CountActiveAll ÷ v3's", [2]string{"BenchmarkActivitySeedDayCluster/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDayCluster/v3-and", "ns/op"}, "<=", 1.2},
+	)
+}
+
+// v2's bitmap scripts (one key per group and period): MarkActive's SETBIT.
+var activeV2Mark = redis.NewScript(1, mustRead("testdata/v2_active_mark.lua"))
+
+// v2Key is v2's key for a group's bitmap for a period.
+func (e *Engine) v2Key(group, period string) string { return e.group(group).key(":" + period) }
+
+// group is an activity group's object, for its keys.
+func (e *Engine) group(name string) object { return object{kind: kindActivity, name: name, ns: e.ns} }
+
+// denseShard marks enough ids of shard 0 (every 3rd id from 0) to make it
+// dense for the group's period.
+func denseShard(ctx context.Context, e *Engine, group, period string) error {
+	ids := make([]int64, activeDenseIDs.Load())
+	for i := range ids {
+		ids[i] = int64(i) * 3
+	}
+	return e.MarkActiveMany(ctx, group, period, ids...)
+}
+
+// BenchmarkActivityMark: MarkActive in the steady state, in interleaved
+// rounds: on a dense shard (ids below 2^20, the engine knowing the shard is
+// dense) against v3's MarkActive (one SETBIT script on its shard) and v2's
+// (one key a period), and of new random int63 ids into a group of 100,000
+// of them (sparse); cmds/op counts the round trips, srv-us/op the server's
+// time in the scripts.
+func BenchmarkActivityMark(b *testing.B) {
+	x := newExperiment(b)
+	x.rounds = max(x.rounds, opRounds())
+	if benchMini {
+		x.skip("dense", "making a shard dense takes 32,768 marks: a minute in miniredis's Lua")
+		x.skip("sparse", "100,000 marks first: runs on redis-server")
+		x.run()
+		return
+	}
+	e, ctx := x.env.engine(), context.Background()
+	if err := denseShard(ctx, e, "g", "d"); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := (v3{e}).index(ctx, "g3", "d", 0); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := e.eval(ctx, e.group("g3"), scriptBitsMark, v3{e}.shardKey("g3", 0, ":d"), 0, 0); err != nil { // v3's first mark makes the shard
+		b.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(7, 7))
+	ids := make([]int64, 100_000)
+	for i := range ids {
+		ids[i] = r.Int64()
+	}
+	if err := e.MarkActiveMany(ctx, "s", "d", ids...); err != nil {
+		b.Fatal(err)
+	}
+	for i := range ids[:1024] {
+		ids[i] = r.Int64N(1 << 20)
+	}
+	x.addOps("dense", func(i int) error { return e.MarkActive(ctx, "g", "d", ids[i%1024]) })
+	x.addOps("v3", func(i int) error { return v3{e}.mark(ctx, "g3", "d", ids[i%1024]) })
+	x.addOps("v2", func(i int) error {
+		_, err := e.eval(ctx, e.group("g"), activeV2Mark, e.v2Key("g", "d"), ids[i%1024])
+		return err
+	})
+	x.addOps("sparse", func(int) error { return e.MarkActive(ctx, "s", "d", r.Int64()) })
+	x.run()
+}
+
+// BenchmarkActivityMarkMany: MarkActiveMany of 100,000 ids into a fresh
+// period each time, so that every batch indexes its partitions: random ids
+// below 100 million (12 shards, none dense) and random int63 ids (sparse);
+// ms, round trips (commands sent) and slots touched per batch. Not on
+// miniredis, whose Lua takes seconds a batch.
+func BenchmarkActivityMarkMany(b *testing.B) {
+	x := newExperiment(b)
+	if benchMini {
+		x.skip("batch", "100,000 ids through miniredis's Lua take seconds: MarkActiveMany runs on redis-server")
+		x.skip("sparse", "as batch")
+		x.run()
+		return
+	}
+	e, ctx := x.env.engine(), context.Background()
+	r := rand.New(rand.NewPCG(100_000, 1))
+	for _, c := range []struct {
+		name string
+		id   func() int64
+	}{{"batch", func() int64 { return r.Int64N(100_000_000) }}, {"sparse", r.Int64}} {
+		ids := make([]int64, 100_000)
+		slots := map[uint16]bool{tagSlot("g"): true} // the index
+		for i := range ids {
+			ids[i] = c.id()
+			slots[tagSlot(partTag("g", placeOf(ids[i]).part()))] = true
+		}
+		x.add(c.name, func(rd *round) error {
+			sent := x.env.sent.Load()
+			start := time.Now()
+			if err := e.MarkActiveMany(ctx, "g", c.name+strconv.Itoa(rd.i), ids...); err != nil {
+				return err
+			}
+			rd.add("ms/batch", float64(time.Since(start).Microseconds())/1000)
+			rd.add("trips/batch", float64(x.env.sent.Load()-sent))
+			rd.add("slots/batch", float64(len(slots)))
+			rd.did(1)
+			return nil
+		})
+	}
+	x.run()
+}
+
+// seedDay is the seed's day: 100 million ids, a bitmap of 12.5 MB.
+const seedDay = 100_000_000
+
+// seedScale says whether the benchmarks at the seed's scale run
+// (BENCH_SEED_SCALE=1), and skips b with the reason when they do not.
+func seedScale(b *testing.B) {
+	if os.Getenv("BENCH_SEED_SCALE") != "1" {
+		msg := b.Name() + " skipped: the seed's scale (7 days of 100 million ids, about 180 MB on the server; 10^7 ids a group) runs with BENCH_SEED_SCALE=1"
+		fmt.Println(msg)
+		b.Skip(msg)
+	}
+}
+
+// allocated is the sum of MEMORY STATS total.allocated over conns.
+func allocated(conns ...redis.Conn) (int64, error) {
+	var sum int64
+	for _, c := range conns {
+		stats, err := redis.Values(c.Do("MEMORY", "STATS"))
+		if err != nil {
+			return 0, err
+		}
+		for i := 0; i+1 < len(stats); i += 2 {
+			if k, _ := redis.String(stats[i], nil); k == "total.allocated" {
+				n, _ := redis.Int64(stats[i+1], nil)
+				sum += n
+			}
+		}
+	}
+	return sum, nil
+}
+
+// randomIDs are n distinct random int63 ids.
+func randomIDs(r *rand.Rand, n int) []int64 {
+	ids := make([]int64, 0, n)
+	for len(ids) < n {
+		ids = append(ids, r.Int64())
+	}
+	return ids
+}
+
+// snowflakeIDs are n distinct snowflake ids of one day: the ms since the
+// epoch << 22 | a 12-bit sequence, both at random.
+func snowflakeIDs(r *rand.Rand, n int) []int64 {
+	day := int64(1_764_000_000_000) // a day of November 2025, in ms
+	ids := make([]int64, 0, n+n/8)
+	for len(ids) < n {
+		for len(ids) < cap(ids) {
+			ids = append(ids, (day+r.Int64N(86_400_000))<<22|r.Int64N(4096))
+		}
+		slices.Sort(ids)
+		ids = slices.Compact(ids)
+	}
+	r.Shuffle(len(ids), func(i, j int) { ids[i], ids[j] = ids[j], ids[i] })
+	return ids[:n]
+}
+
+// fillBytes marks ids in batches through a pool of its own
+// (closed before it returns, so that no client buffer stays) with
+// WithActivityTTL on, and returns total.allocated's growth over conns.
+func fillBytes(newPool func() (Pool, func()), batch int, ns, group string, ids []int64, conns ...redis.Conn) (int64, error) {
+	before, err := allocated(conns...)
+	if err != nil {
+		return 0, err
+	}
+	pool, closePool := newPool()
+	e := New(pool, WithNamespace(ns), WithActivityTTL(30*24*time.Hour), WithCallTimeout(time.Minute))
+	for i := 0; i < len(ids); i += batch {
+		if err := e.MarkActiveMany(context.Background(), group, "day", ids[i:min(len(ids), i+batch)]...); err != nil {
+			closePool()
+			return 0, err
+		}
+	}
+	closePool()
+	time.Sleep(200 * time.Millisecond) // the server frees closed clients' buffers
+	after, err := allocated(conns...)
+	return after - before, err
+}
+
+// dropKeys deletes every key of the namespace on conn, one DEL a key (a
+// cluster node refuses keys of several slots in one), freed before the
+// next fill measures (DEL, not UNLINK).
+func dropKeys(conn redis.Conn, ns string) error {
+	cursor := "0"
+	for {
+		v, err := redis.Values(conn.Do("SCAN", cursor, "MATCH", ns+"*", "COUNT", 10000))
+		if err != nil {
+			return err
+		}
+		cursor, _ = redis.String(v[0], nil)
+		keys, _ := redis.Strings(v[1], nil)
+		for _, k := range keys {
+			if err := conn.Send("DEL", k); err != nil {
+				return err
+			}
+		}
+		if len(keys) > 0 {
+			if _, err := conn.Do(""); err != nil { // flush, and read every reply
+				return err
+			}
+		}
+		if cursor == "0" {
+			return nil
+		}
+	}
+}
+
+// activitySizes are the sweep's sizes: 10^5 and 10^6, and 10^7 at the
+// seed's scale.
+func activitySizes() []int {
+	if os.Getenv("BENCH_SEED_SCALE") == "1" {
+		return []int{1e5, 1e6, 1e7}
+	}
+	return []int{1e5, 1e6}
+}
+
+func sizeName(n int) string { return "1e" + strconv.Itoa(len(strconv.Itoa(n))-1) }
+
+// BenchmarkActivityMemory: bytes an id (growth of MEMORY STATS
+// total.allocated, WithActivityTTL on) of random int63 ids and of a day's
+// snowflake ids in one group's period, against the same random ids in a
+// plain Redis SET; 10^5 and 10^6 ids, and 10^7 with BENCH_SEED_SCALE=1.
+// One round: each fill is deleted before the next.
+func BenchmarkActivityMemory(b *testing.B) {
+	x := newExperiment(b)
+	x.rounds = 1
+	if benchMini {
+		x.skip("random-1e5", "miniredis has no MEMORY STATS")
+		x.run()
+		return
+	}
+	newPool := func() (Pool, func()) {
+		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16}
+		return p, func() { p.Close() }
+	}
+	admin := x.env.admin
+	for _, n := range activitySizes() {
+		r := rand.New(rand.NewPCG(uint64(n), 5))
+		random := randomIDs(r, n)
+		x.add("random-"+sizeName(n), func(rd *round) error {
+			grew, err := fillBytes(newPool, 100_000, x.env.ns, "random", random, admin)
+			rd.add("B/id", float64(grew)/float64(n))
+			rd.did(1)
+			return errors2(err, dropKeys(admin, x.env.ns))
+		})
+		x.add("snowflake-"+sizeName(n), func(rd *round) error {
+			grew, err := fillBytes(newPool, 100_000, x.env.ns, "snowflake", snowflakeIDs(r, n), admin)
+			rd.add("B/id", float64(grew)/float64(n))
+			rd.did(1)
+			return errors2(err, dropKeys(admin, x.env.ns))
+		})
+		x.add("set-"+sizeName(n), func(rd *round) error {
+			before, err := allocated(admin)
+			if err != nil {
+				return err
+			}
+			key := x.env.ns + "plainset"
+			for i := 0; i < n; i += 10_000 {
+				if _, err := admin.Do("SADD", redis.Args{key}.AddFlat(random[i:min(n, i+10_000)])...); err != nil {
+					return err
+				}
+			}
+			if _, err := admin.Do("PEXPIRE", key, 30*24*3600*1000); err != nil {
+				return err
+			}
+			after, err := allocated(admin)
+			rd.add("B/id", float64(after-before)/float64(n))
+			rd.did(1)
+			return errors2(err, dropKeys(admin, x.env.ns))
+		})
+	}
+	x.run()
+}
+
+// errors2 is the first of two errors.
+func errors2(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// BenchmarkActivitySnowflakeCluster: a day of snowflake ids in one
+// group's period on the multi-node cluster of REDIS_CLUSTER_ADDRS: bytes
+// an id (growth of total.allocated summed over the primaries) and the
+// largest primary's share of it; 10^5 and 10^6 ids, 10^7 with
+// BENCH_SEED_SCALE=1.
+func BenchmarkActivitySnowflakeCluster(b *testing.B) {
+	seeds := testserver.ClusterSeeds()
+	if len(seeds) == 0 {
+		msg := b.Name() + " skipped: REDIS_CLUSTER_ADDRS not set"
+		fmt.Println(msg)
+		b.Skip(msg)
+	}
+	s := testcluster.New(b, seeds)
+	var conns []redis.Conn
+	var addrs []string
+	err := testcluster.OnEveryPrimary(testcluster.Of(s), func(addr string, _ redis.Conn) error {
+		c, err := redis.Dial("tcp", addr)
+		conns, addrs = append(conns, c), append(addrs, addr)
+		return err
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	x := newExperiment(b)
+	x.rounds = 1
+	newPool := func() (Pool, func()) {
+		c := testcluster.Client(b, seeds)
+		return testcluster.Pool{Cluster: c}, func() { c.Close() }
+	}
+	for _, n := range activitySizes() {
+		ids := snowflakeIDs(rand.New(rand.NewPCG(uint64(n), 6)), n)
+		x.add(sizeName(n), func(rd *round) error {
+			var before []int64
+			for _, c := range conns {
+				v, err := allocated(c)
+				if err != nil {
+					return err
+				}
+				before = append(before, v)
+			}
+			// Batches of 20,000 ids (1,250 a partition script): the test
+			// cluster fails a primary over after 1 s without an answer, and a
+			// loaded machine can stretch a script of 6,000 ids that far.
+			if _, err := fillBytes(newPool, 20_000, s.NS, "snowflake", ids); err != nil {
+				return err
+			}
+			var sum, top int64
+			var parts []string
+			for i, c := range conns {
+				v, err := allocated(c)
+				if err != nil {
+					return err
+				}
+				sum, top = sum+v-before[i], max(top, v-before[i])
+				parts = append(parts, fmt.Sprintf("%s %.1f MB", addrs[i], float64(v-before[i])/1e6))
+				if err := dropKeys(c, s.NS); err != nil {
+					return err
+				}
+			}
+			fmt.Printf("%s/%s: by primary: %s\n", b.Name(), sizeName(n), strings.Join(parts, ", "))
+			rd.add("B/id", float64(sum)/float64(n))
+			rd.add("top-share", float64(top)/float64(sum))
+			rd.did(1)
+			return nil
+		})
+	}
+	x.run()
+}
+
+// fillSeedDays writes days days of the seed's day for group: random bits
+// (about half set) for ids 0 to 99,999,999. v4's shards are made dense by
+// MarkActiveMany of 32,768 ids each (as real marks would), then written by
+// SETRANGE of each shard's bytes; v3's (group + "-v3") are indexed and made
+// whole as v3's first mark would, then written the same. Each day is
+// written through an engine of newEngine's, closed before the next, so
+// that no client buffer stays. It returns the growth of total.allocated
+// over conns by v4's first day (WithActivityTTL on, as the engines have).
+func fillSeedDays(b *testing.B, newEngine func() (*Engine, func(cmd string, args ...any) (any, error), func()), group string, days int, conns ...redis.Conn) (v4Bytes int64) {
+	b.Helper()
+	ctx := context.Background()
+	r := rand.New(rand.NewPCG(uint64(days), 3))
+	day := make([]byte, (seedDay+7)/8)
+	shardBytes := int64(activeShardIDs / 8)
+	var shards []int64
+	for s := int64(0); s*activeShardIDs < seedDay; s++ {
+		shards = append(shards, s)
+	}
+	for d := 0; d < days; d++ {
+		for i := range day {
+			day[i] = byte(r.Uint32())
+		}
+		period := "day" + strconv.Itoa(d)
+		before, err := allocated(conns...)
+		if err != nil {
+			b.Fatal(err)
+		}
+		e, admin, done := newEngine()
+		var marks []int64
+		for _, s := range shards {
+			for i := int64(0); i < activeDenseIDs.Load(); i++ {
+				marks = append(marks, s*activeShardIDs+i*7)
+			}
+		}
+		if err := e.MarkActiveMany(ctx, group, period, marks...); err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range shards {
+			pl := placeOf(s * activeShardIDs)
+			if !e.remembers(shardRef{group, period, s, true}) {
+				b.Fatalf("shard %d of %s not dense after %d marks", s, period, activeDenseIDs.Load())
+			}
+			key := leafKey(e.group(group).partPrefix(pl.part()), nodeOf(pl.h, 41), period)
+			if _, err := admin("SETRANGE", key, 0, day[s*shardBytes:min(int64(len(day)), (s+1)*shardBytes)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		done()
+		if d == 0 && len(conns) > 0 {
+			time.Sleep(200 * time.Millisecond) // the server frees closed clients' buffers
+			after, err := allocated(conns...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			v4Bytes = after - before
+		}
+		e, admin, done = newEngine()
+		old := v3{e}
+		if _, err := old.index(ctx, group+"-v3", period, shards...); err != nil {
+			b.Fatal(err)
+		}
+		for _, s := range shards {
+			key := old.shardKey(group+"-v3", s, ":"+period)
+			if _, err := e.eval(ctx, e.group(group+"-v3"), scriptBitsMark, key, 0, 0); err != nil { // made whole
+				b.Fatal(err)
+			}
+			if _, err := admin("SETRANGE", key, 0, day[s*shardBytes:min(int64(len(day)), (s+1)*shardBytes)]); err != nil {
+				b.Fatal(err)
+			}
+		}
+		done()
+	}
+	return v4Bytes
+}
+
+// BenchmarkActivitySeedDay: the seed's 7 days of 100 million ids on one
+// redis-server. The growth of total.allocated by a day (the seed: 12 MB;
+// v3's own day, 12.58 MB, taken out), then CountActive (OR) and
+// CountActiveAll (AND) over the 7 days against v3's, in interleaved rounds.
+// Opt-in: BENCH_SEED_SCALE=1.
+func BenchmarkActivitySeedDay(b *testing.B) {
+	seedScale(b)
+	x := newExperiment(b)
+	if benchMini {
+		x.skip("or", "the seed's scale runs on redis-server")
+		x.run()
+		return
+	}
+	const days = 7
+	newEngine := func() (*Engine, func(cmd string, args ...any) (any, error), func()) {
+		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16}
+		admin := func(cmd string, args ...any) (any, error) {
+			c := p.Get()
+			defer c.Close()
+			return c.Do(cmd, args...)
+		}
+		return New(p, WithNamespace(x.env.ns), WithActivityTTL(30*24*time.Hour), WithCallTimeout(time.Minute)), admin, func() { p.Close() }
+	}
+	v4Bytes := fillSeedDays(b, newEngine, "seed", days, x.env.admin)
+	e := x.env.engine()
+	x.add("memory", func(r *round) error {
+		r.add("MB/day", float64(v4Bytes)/1e6)
+		return nil
+	})
+	seedCounts(b, x, e, "seed", days)
+	x.run()
+}
+
+// seedCounts checks that CountActive and CountActiveAll over the group's
+// days agree with v3's over its copy, then adds them and v3's to x as
+// contenders.
+func seedCounts(b *testing.B, x *experiment, e *Engine, group string, days int) {
+	ctx := context.Background()
+	var periods []string
+	for d := 0; d < days; d++ {
+		periods = append(periods, "day"+strconv.Itoa(d))
+	}
+	for _, c := range []struct {
+		name, op string
+		v4       func(context.Context, string, ...string) (int64, error)
+	}{{"or", "OR", e.CountActive}, {"and", "AND", e.CountActiveAll}} {
+		v4 := func() (int64, error) { return c.v4(ctx, group, periods...) }
+		v3 := func() (int64, error) { return v3{e}.count(ctx, group+"-v3", c.op, periods...) }
+		got, err := v4()
+		want, err2 := v3()
+		if err != nil || err2 != nil || got != want {
+			b.Fatalf("%s: v4 counts %d (%v), v3 %d (%v)", c.name, got, err, want, err2)
+		}
+		x.addOps(c.name, func(int) error { _, err := v4(); return err })
+		x.addOps("v3-"+c.name, func(int) error { _, err := v3(); return err })
+	}
+}
+
+// BenchmarkActivitySeedDayCluster: the seed's 7 days on the multi-node
+// cluster of REDIS_CLUSTER_ADDRS, through redisc: how a day's 12 dense
+// shards spread over the primaries, then CountActive and CountActiveAll
+// over the 7 days against v3's, as BenchmarkActivitySeedDay. Opt-in:
+// BENCH_SEED_SCALE=1.
+func BenchmarkActivitySeedDayCluster(b *testing.B) {
+	seedScale(b)
+	seeds := testserver.ClusterSeeds()
+	if len(seeds) == 0 {
+		msg := b.Name() + " skipped: REDIS_CLUSTER_ADDRS not set"
+		fmt.Println(msg)
+		b.Skip(msg)
+	}
+	const days = 7
+	s := testcluster.New(b, seeds)
+	e := engine(s, WithCallTimeout(time.Minute))
+	fillSeedDays(b, func() (*Engine, func(string, ...any) (any, error), func()) { return e, s.Do, func() {} }, "seed", days)
+	owners, err := testcluster.SlotOwners(testcluster.Of(s))
+	if err != nil {
+		b.Fatal(err)
+	}
+	spread, spread3 := map[string]int{}, map[string]int{}
+	for shard := int64(0); shard*activeShardIDs < seedDay; shard++ {
+		spread[owners[keySlot(e.group("seed").partPrefix(placeOf(shard*activeShardIDs).part()))]]++
+		spread3[owners[keySlot(v3{e}.shardKey("seed-v3", shard, ""))]]++
+	}
+	var parts []string
+	for addr, n := range spread {
+		parts = append(parts, fmt.Sprintf("%s: %d (v3: %d)", addr, n, spread3[addr]))
+	}
+	slices.Sort(parts)
+	fmt.Printf("%s: a day's 12 dense shards by primary: %s\n", b.Name(), strings.Join(parts, ", "))
+	x := newExperiment(b)
+	x.rounds = max(x.rounds, opRounds())
+	seedCounts(b, x, e, "seed", days)
+	x.run()
+}
+
+// BenchmarkActivityRandomWeek: 7 periods of 10^6 random int63 ids each
+// (drawn from 3 million, so that periods overlap), counted with OR and AND
+// over the 7, checked against the ids in memory; the longest count script
+// by SLOWLOG.
+func BenchmarkActivityRandomWeek(b *testing.B) {
+	x := newExperiment(b)
+	if benchMini {
+		x.skip("or", "7 million marks: runs on redis-server")
+		x.run()
+		return
+	}
+	x.rounds = max(x.rounds, 3)
+	ctx := context.Background()
+	e := New(x.env.pool, WithNamespace(x.env.ns), WithCallTimeout(time.Minute))
+	r := rand.New(rand.NewPCG(7, 1_000_000))
+	universe := randomIDs(r, 3_000_000)
+	seen := map[int64]int{}
+	var periods []string
+	for d := 0; d < 7; d++ {
+		period := "day" + strconv.Itoa(d)
+		periods = append(periods, period)
+		r.Shuffle(len(universe), func(i, j int) { universe[i], universe[j] = universe[j], universe[i] })
+		ids := universe[:1_000_000]
+		for i := 0; i < len(ids); i += 100_000 {
+			if err := e.MarkActiveMany(ctx, "week", period, ids[i:i+100_000]...); err != nil {
+				b.Fatal(err)
+			}
+		}
+		for _, id := range ids {
+			seen[id]++
+		}
+	}
+	var union, inter int64
+	for _, n := range seen {
+		union++
+		if n == 7 {
+			inter++
+		}
+	}
+	if got, err := e.CountActive(ctx, "week", periods...); got != union || err != nil {
+		b.Fatalf("CountActive = %d, %v; want %d", got, err, union)
+	}
+	if got, err := e.CountActiveAll(ctx, "week", periods...); got != inter || err != nil {
+		b.Fatalf("CountActiveAll = %d, %v; want %d", got, err, inter)
+	}
+	x.addOps("or", func(int) error { _, err := e.CountActive(ctx, "week", periods...); return err })
+	x.addOps("and", func(int) error { _, err := e.CountActiveAll(ctx, "week", periods...); return err })
+	x.add("scripts", func(rd *round) error {
+		admin := x.env.admin
+		cfg, err := redis.StringMap(admin.Do("CONFIG", "GET", "slowlog-*"))
+		if err != nil {
+			return err
+		}
+		defer admin.Do("CONFIG", "SET", "slowlog-log-slower-than", cfg["slowlog-log-slower-than"], "slowlog-max-len", cfg["slowlog-max-len"])
+		if _, err := admin.Do("CONFIG", "SET", "slowlog-log-slower-than", 0, "slowlog-max-len", 100000); err != nil {
+			return err
+		}
+		longest, scripts := int64(0), 0
+		for _, count := range []func(context.Context, string, ...string) (int64, error){e.CountActive, e.CountActiveAll} {
+			if _, err := admin.Do("SLOWLOG", "RESET"); err != nil {
+				return err
+			}
+			if _, err := count(ctx, "week", periods...); err != nil {
+				return err
+			}
+			entries, err := redis.Values(admin.Do("SLOWLOG", "GET", -1))
+			if err != nil {
+				return err
+			}
+			for _, entry := range entries {
+				f, _ := redis.Values(entry, nil)
+				args, _ := redis.Strings(f[3], nil)
+				if len(args) > 0 && strings.EqualFold(args[0], "evalsha") {
+					us, _ := redis.Int64(f[2], nil)
+					longest = max(longest, us)
+					scripts++
+				}
+			}
+		}
+		rd.add("max-script-ms", float64(longest)/1000)
+		rd.add("scripts/count", float64(scripts)/2)
+		rd.did(1)
+		return nil
+	})
+	x.run()
+}

@@ -1,0 +1,177 @@
+-- act_mark: mark ids active in one partition of a group's activity for a
+-- period (docs/activity.md): each id into its leaf, a bucket split when it
+-- passes the leaf size, a shard made dense when it reaches the dense size.
+-- KEYS[1] the partition's directory for the period, KEYS[2] the partition's
+--   key prefix (a leaf is KEYS[2] .. node .. the period's suffix of KEYS[1])
+-- ARGV[1] the period's deadline in ms since the epoch (0: none) as the
+--   index gave it, or -1 when the caller did not index the partition just
+--   now: then an absent directory is not created
+-- ARGV[2] the most ids a bucket holds, ARGV[3] the ids that make a shard
+--   dense
+-- ARGV[4..] three values an id: h's high and low 32 bits, and the member
+--   (h - 2^63 in decimal)
+-- reply: {-1} if the directory was absent and ARGV[1] is -1 (nothing
+--   written); else {0, i...}: the positions (1-based) of ids whose shard is
+--   dense, one a shard.
+--
+-- Every key the period makes here expires at the deadline that the
+-- directory keeps ('t'), never later. A bucket's split and a shard's
+-- switch happen inside this script, before anyone else runs.
+-- (libraries)
+local dir, prefix = KEYS[1], KEYS[2]
+local sfx = string.sub(dir, #prefix + 1)
+local most, dense_at = tonumber(ARGV[2]), tonumber(ARGV[3])
+local deadline = redis.call('HGET', dir, 't')
+if not deadline then
+  if ARGV[1] == '-1' then
+    return {-1}
+  end
+  deadline = ARGV[1]
+  redis.call('HSET', dir, 't', deadline)
+  if deadline ~= '0' then
+    redis.call('PEXPIREAT', dir, deadline)
+  end
+end
+
+local function made(key)
+  if deadline ~= '0' then
+    redis.call('PEXPIREAT', key, deadline)
+  end
+end
+
+local SHARD = 8388608 -- 2^23: h's low 23 bits are the id's offset in its shard
+
+-- place puts entries ({member, hi, lo}: h's halves, exact) in the trie
+-- at node (depth d): as one bucket if they fit, else the node is split and
+-- each half placed again, by h's next bit. The shard node's count is kept
+-- from its split on.
+local function place(d, node, entries)
+  if #entries <= most then
+    local members, key = {}, prefix .. node .. sfx
+    for j, e in ipairs(entries) do
+      members[j] = e[1]
+    end
+    redis.call('SADD', key, unpack(members))
+    made(key)
+    return
+  end
+  redis.call('HSET', dir, node, 's')
+  if d == 41 then
+    redis.call('HSET', dir, 'c' .. node, #entries)
+  end
+  local halves, order = {}, {}
+  for _, e in ipairs(entries) do
+    local child = act_node(d + 1, e[2], e[3])
+    if not halves[child] then
+      halves[child] = {}
+      order[#order + 1] = child
+    end
+    local h = halves[child]
+    h[#h + 1] = e
+  end
+  if #order == 1 then -- one half empty: 's0' or 's1' names the other, for counts
+    local e = entries[1]
+    local c = d + 1 <= 32 and math.floor(e[2] / 2 ^ (31 - d)) or math.floor(e[3] / 2 ^ (63 - d))
+    redis.call('HSET', dir, node, 's' .. (c % 2))
+  end
+  for _, child in ipairs(order) do
+    place(d + 1, child, halves[child])
+  end
+end
+
+-- split splits the bucket at node (depth d) of key, which holds more than
+-- most ids. hi, lo: a place in the node; resb: the shard's base mod 10^12,
+-- for a node at depth 41 or below, whose members differ from hi, lo only
+-- in their offset (so they need not be parsed).
+local function split(d, node, key, hi, lo, resb)
+  local entries = {}
+  for j, m in ipairs(redis.call('SMEMBERS', key)) do
+    if d >= 41 then
+      entries[j] = {m, hi, lo - lo % SHARD + (act_res(m) - resb) % 1e12}
+    else
+      local mh, ml = act_bits(m)
+      entries[j] = {m, mh, ml}
+    end
+  end
+  redis.call('DEL', key)
+  place(d, node, entries)
+end
+
+-- densify makes the shard at node (depth 41) a bitmap of its ids: every
+-- bucket under it is read and deleted, with the split nodes below it.
+local function densify(shard, hi, lo, resb)
+  local offsets, stack = {}, {{41, math.floor(lo / SHARD)}}
+  while #stack > 0 do
+    local top = table.remove(stack)
+    local d, p = top[1], top[2] -- p: lo's top d - 32 bits
+    local node = d .. '.' .. act_int(hi) .. '.' .. act_int(p)
+    local v = redis.call('HGET', dir, node)
+    if d > 41 and v then
+      redis.call('HDEL', dir, node)
+    end
+    if v then -- split ('s', 's0', 's1')
+      stack[#stack + 1] = {d + 1, p * 2}
+      stack[#stack + 1] = {d + 1, p * 2 + 1}
+    else
+      local key = prefix .. node .. sfx
+      for _, m in ipairs(redis.call('SMEMBERS', key)) do
+        offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
+      end
+      redis.call('DEL', key)
+    end
+  end
+  local key = prefix .. shard .. sfx
+  redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
+  for _, o in ipairs(offsets) do
+    redis.call('SETBIT', key, o, 1)
+  end
+  made(key)
+  redis.call('HSET', dir, shard, 'd')
+  redis.call('HDEL', dir, 'c' .. shard)
+end
+
+-- A batch comes sorted by h: the leaf of the id before is tried first.
+local dense, seen, last = {0}, {}, nil
+for i = 4, #ARGV, 3 do
+  local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
+  local d, node, v
+  if last and act_node(last[1], hi, lo) == last[2] then
+    d, node, v = last[1], last[2], last[3]
+  else
+    d, node, v = act_leaf(dir, hi, lo)
+    last = {d, node, v}
+  end
+  local key = prefix .. node .. sfx
+  local shard = d >= 41 and act_node(41, hi, lo)
+  if v == 'd' then
+    redis.call('SETBIT', key, lo % SHARD, 1)
+  elseif redis.call('SADD', key, m) == 1 then
+    local n = redis.call('SCARD', key)
+    if n == 1 then
+      made(key)
+      local parent = d > 4 and act_node(d - 1, hi, lo)
+      local pv = parent and redis.call('HGET', dir, parent)
+      if pv == 's0' or pv == 's1' then -- both halves hold ids now
+        redis.call('HSET', dir, parent, 's')
+      end
+    end
+    local c
+    if d > 41 then
+      c = redis.call('HINCRBY', dir, 'c' .. shard, 1)
+    elseif d == 41 and n > most then
+      c = n
+    end
+    if c and c >= dense_at then
+      densify(shard, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
+      v, last = 'd', nil
+    elseif n > most then
+      split(d, node, key, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
+      last = nil
+    end
+  end
+  if v == 'd' and not seen[shard] then
+    seen[shard] = true
+    dense[#dense + 1] = (i - 1) / 3
+  end
+end
+return dense

@@ -59,7 +59,7 @@ func TestElectionUnderFaults(t *testing.T) {
 	// them), or for a minute on a machine too busy for that.
 	terms := 16
 	if testing.Short() {
-		terms = 6
+		terms = 4
 	}
 	const run = time.Minute
 	const candidates = 4

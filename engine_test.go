@@ -416,6 +416,7 @@ func monitor(t *testing.T, addr, ns string, f func() error) []string {
 // is in flight when Extend(1h) is sent, and lands after it. The server
 // must keep the hour.
 func TestExtendBeatsLateExtension(t *testing.T) {
+	testserver.Parallel(t) // on miniredis alone: waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		proxy := startProxy(t, s.Addr, faults{holdOn: []byte("\r\n600\r\n"), holdFor: 160 * time.Millisecond})

@@ -451,6 +451,7 @@ return {free, now}`)
 // handoff happens inside the release script, and an expiry is seen by the
 // head of the queue when the server said it would come.
 func TestNoLostWakeup(t *testing.T) {
+	testserver.Parallel(t) // on miniredis alone: waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		proxy := startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 10 * time.Millisecond})

@@ -26,6 +26,12 @@ var marketTable = flag.Bool("market", false, "run TestMarketTable: the book's Ta
 
 func TestMain(m *testing.M) {
 	flag.Parse()
+	// Most tests wait on timers and the network, not the CPU: a -short run
+	// (the quick check, miniredis) runs four of the parallel ones at once
+	// unless -parallel says otherwise.
+	if testing.Short() && !flagSet("test.parallel") {
+		flag.Set("test.parallel", "4")
+	}
 	if f := flag.Lookup("test.bench"); (f == nil || f.Value.String() == "") && !*marketTable {
 		goleak.VerifyTestMain(m) // tests pick their own servers; none leaves a goroutine behind
 	}
@@ -73,3 +79,10 @@ func pickBenchServer() (stop func(), err error) {
 
 // redisVersion is "redis-server 7.0.15" for the server at addr.
 func redisVersion(addr string) string { return testserver.Version(addr) }
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -40,7 +40,10 @@ func TestLockAllUnderFaults(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		target := 1000 // each a LockAll of up to 5 contended names: about 30 a second through the proxy
-		if testing.Short() || s.Mini != nil {
+		switch {
+		case testing.Short():
+			target = 100
+		case s.Mini != nil:
 			target = 300
 		}
 		const workers, pool = 16, 8
@@ -175,6 +178,9 @@ func TestEvalUnderFaults(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		target := checkerScale(s)
+		if testing.Short() {
+			target = 1000
+		}
 		const workers, names, engines = 32, 16, 4
 		es, proxy := faultyEngines(t, s, engines)
 		var f mutexFigures

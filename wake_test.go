@@ -602,6 +602,7 @@ func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
 // holder learns it lost it (Lost, Context, the event) before the next
 // waiter can have it, so no two fenced holders overlap.
 func TestLateConfirmationIsALoss(t *testing.T) {
+	testserver.Parallel(t) // on miniredis alone: waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)

@@ -112,9 +112,10 @@ func (el *Election) Leader(ctx context.Context) (Leader, error) {
 // engine's one wake subscription (no connection per election or
 // observer); a lease that runs out with no script is seen when its TTL
 // ends, when the observer reads again; after the subscription was lost,
-// observers read again at once; and each engine renews its registration
-// as an observer every 3 s, which reads the state too. With a bad name, a
-// nil ctx or a closed engine the channel is closed at once. Each call
+// observers read again at once; and each Observe call renews its
+// engine's registration as an observer every 3 s (one script a call),
+// which reads the state too. With a bad name, a nil ctx or a closed
+// engine the channel is closed at once. Each call
 // runs a goroutine until its ctx ends.
 func (el *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)

@@ -41,16 +41,17 @@ func Example_election() {
 
 	work, cancel := lead.Context(ctx) // ends if the leadership is lost
 	defer cancel()
-	runSchedule(work, lead.Fence()) // pass the term with every write, as a fence
+	runSchedule(work, lead.Fence(), lead.Token()) // the term and token go with every write, as a fence
 	// Output:
 	// leader: ""
 	// leader: "host-a:8080"
 	// scheduled under term of 16 digits: true
 }
 
-func runSchedule(ctx context.Context, term int64) {
+func runSchedule(ctx context.Context, term int64, token string) {
 	if ctx.Err() != nil {
 		return // no longer the leader: stop
 	}
+	_ = token // a store admits a higher term, or the same term with the same token
 	fmt.Println("scheduled under term of 16 digits:", len(fmt.Sprint(term)) == 16)
 }

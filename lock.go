@@ -218,7 +218,7 @@ type LockInfo struct {
 
 // LockInfo returns who holds the named lock, for how long, and how many
 // live waiters are queued, in one script that writes nothing. (Read-write
-// locks and single permits have no such call yet.)
+// locks have no such call yet; permits are listed by SemaphoreInfo.)
 func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
 	var info LockInfo
 	obj, err := e.object(kindLock, name)

@@ -31,13 +31,14 @@ type MultiLock struct {
 }
 
 // LockAll takes every named lock (1 to MaxLockAll distinct names) or none,
-// waiting up to o.Wait in all (default 10s): on a server that is not a
-// cluster, first in one script that takes them all if all are free; when
-// some are not, and on a cluster, one name after another in a fixed order
-// (by slot, then name), each waited for in its FIFO queue while those
-// taken are extended, so two LockAll calls over the same names in any
-// order never deadlock; then all are checked held (and their leases
-// started anew) before it returns. On failure or a done ctx, whatever was
+// waiting up to o.Wait in all (default 10s). First one attempt at all of
+// them: one script on a server that is not a cluster, one script a slot
+// (the slots at once) on a cluster. If a name is busy (held, or its queue
+// not empty), what was taken is given back, and the names are taken one
+// after another in a fixed order (by slot, then name), each waited for in
+// its FIFO queue while those taken are extended, so two LockAll calls over
+// the same names in any order never deadlock; then each is extended once
+// more (checked held, its lease started anew) before it returns. On failure or a done ctx, whatever was
 // taken is released before it returns. A name this engine holds already is
 // an error at once (wrapping ErrNotAcquired), never a wait on itself.
 // o.Owner is stored with each lock; o.Watchdog extends each.
@@ -46,8 +47,8 @@ func (e *Engine) LockAll(ctx context.Context, names []string, o LockOptions) (*M
 }
 
 // TryLockAll makes one attempt at every named lock and returns an error
-// wrapping ErrNotAcquired, holding none, if any is held or has live
-// waiters. o.Wait is neither used nor checked.
+// wrapping ErrNotAcquired, holding none, if any is held or its queue is
+// not empty (a queue whose waiters lapsed lingers up to 2 s). o.Wait is neither used nor checked.
 func (e *Engine) TryLockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
 	return e.lockAll(ctx, names, o, false)
 }

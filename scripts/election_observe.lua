@@ -3,10 +3,11 @@
 -- state.
 -- KEYS[1] lock, KEYS[2] fence counter, KEYS[3] observers
 -- ARGV[1] the observing engine's wake channel, ARGV[2] how long the
--- registration lasts in ms (0: take it off)
+-- registration lasts in ms (0: take it off; the engine never does: a
+-- registration ends with its deadline)
 -- reply: the state, "!term pttl keylen key owner" (lib/election.lua).
 --
--- The observers key lives twice a registration's length past its last
+-- The observers key lives one to two registrations' lengths past the last
 -- one, so an election nobody observes any more leaves nothing behind.
 redis.call('ZCARD', KEYS[3]) -- its type, before the first write
 local state = el_state(KEYS[1], KEYS[2])

@@ -5,7 +5,7 @@
 -- semaphore_extend for it, which removes its remnants and hands its slot
 -- on.
 -- KEYS[3i-2] permit i's timeouts, KEYS[3i-1] its owner set, KEYS[3i] its
--- extension number (semaphore_extend's KEYS[7])
+-- extension number (semaphore_extend's KEYS[8])
 -- ARGV[3i-2] its id, ARGV[3i-1] its new TTL in ms, ARGV[3i] its
 -- extension's sequence number
 -- reply: an array, for each permit in order: 1 extended, 2 live but this

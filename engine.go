@@ -504,36 +504,28 @@ func routeKey(keysAndArgs []any) string {
 }
 
 // evalsha runs s on c as redis.Script's Do does (EVALSHA, then EVAL on
-// NOSCRIPT), but from a pooled argument list that starts with the
-// script's head, boxed once (heads): the call allocates no argument list
-// of its own. A script that is not embedded goes through Do.
+// NOSCRIPT), from an argument list that starts with the script's head,
+// boxed once (heads), where Do boxes the hash again on every call. The
+// list is the call's own: redigo's DoContext may still be writing it
+// after the call returned (its ctx ended), so it is never reused. A
+// script that is not embedded goes through Do.
 func evalsha(c redis.Conn, s *redis.Script, keysAndArgs []any) (any, error) {
 	h, ok := heads[s]
 	if !ok {
 		return s.Do(c, keysAndArgs...)
 	}
-	p := argLists.Get().(*[]any)
-	defer argLists.Put(p)
-	send := func(cmd string, head any) (any, error) {
-		args := append((*p)[:0], head)
-		if h.keyCount != nil {
-			args = append(args, h.keyCount)
-		}
-		args = append(args, keysAndArgs...)
-		reply, err := c.Do(cmd, args...)
-		clear(args)
-		*p = args[:0]
-		return reply, err
+	args := make([]any, 0, 2+len(keysAndArgs))
+	args = append(args, h.hash)
+	if h.keyCount != nil {
+		args = append(args, h.keyCount)
 	}
-	reply, err := send("EVALSHA", h.hash)
+	args = append(args, keysAndArgs...)
+	reply, err := c.Do("EVALSHA", args...)
 	if e, ok := err.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
-		return send("EVAL", h.src) // which loads it
+		return c.Do("EVAL", append([]any{h.src}, args[1:]...)...) // which loads it
 	}
 	return reply, err
 }
-
-// argLists are evalsha's argument lists, for reuse.
-var argLists = sync.Pool{New: func() any { l := make([]any, 0, 32); return &l }}
 
 // outcome is what one script call did.
 type outcome struct {

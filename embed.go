@@ -261,3 +261,27 @@ func newScript(keyCount int, src string) *redis.Script {
 	heads[s] = h
 	return s
 }
+
+// evalsha runs s on c as redis.Script's Do does (EVALSHA, then EVAL on
+// NOSCRIPT), from an argument list that starts with the script's head,
+// boxed once (heads), where Do boxes the hash again on every call. The
+// list is the call's own: redigo's DoContext may still be writing it
+// after the call returned (its ctx ended), so it is never reused. A
+// script that is not embedded goes through Do.
+func evalsha(c redis.Conn, s *redis.Script, keysAndArgs []any) (any, error) {
+	h, ok := heads[s]
+	if !ok {
+		return s.Do(c, keysAndArgs...)
+	}
+	args := make([]any, 0, 2+len(keysAndArgs))
+	args = append(args, h.hash)
+	if h.keyCount != nil {
+		args = append(args, h.keyCount)
+	}
+	args = append(args, keysAndArgs...)
+	reply, err := c.Do("EVALSHA", args...)
+	if e, ok := err.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
+		return c.Do("EVAL", append([]any{h.src}, args[1:]...)...) // which loads it
+	}
+	return reply, err
+}

@@ -6,12 +6,18 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 )
 
 // BenchmarkElectionObserve: how fast an election's observer, on another
 // engine, hears of a change a script made (a leader's SetOwner), from the
 // call's start to the state's arrival on Observe's channel, against one
-// PING's round trip; and how long after a leader's lease ran out (its
+// PING's round trip and against the floor under it: a bare script's
+// PUBLISH reaching a bare subscriber in this process (on a 2-core machine
+// the subscriber's wake-up competes with the caller's, so the floor itself
+// is 2–3× PING); SetOwner's own round trip with an observer, with none, and
+// a plain lock's, say where a change's time goes; and how long after a leader's lease ran out (its
 // engine cut off from Redis: no script runs) an observer sees it gone.
 func BenchmarkElectionObserve(b *testing.B) {
 	x := newExperiment(b)
@@ -67,6 +73,15 @@ func BenchmarkElectionObserve(b *testing.B) {
 		addLatencies(r, ds)
 		return nil
 	})
+	// A leader nobody observes: its SetOwner publishes nothing.
+	lone, err := leaderEngine.Election("bench-lone", LockOptions{TTL: time.Second}).Campaign(ctx, "v0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer lone.Unlock(ctx)
+	if err := lone.Extend(ctx, time.Minute); err != nil {
+		b.Fatal(err)
+	}
 	// A plain lock's SetOwner: no observers to publish to.
 	plain, err := leaderEngine.TryLock(ctx, "bench-plain", LockOptions{TTL: benchLease})
 	if err != nil {
@@ -74,6 +89,73 @@ func BenchmarkElectionObserve(b *testing.B) {
 	}
 	defer plain.Unlock(ctx)
 	x.addOps("lock-set-owner", func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) })
+	timed := func(f func(i int) error) func(r *round) error {
+		return func(r *round) error {
+			ds := make([]time.Duration, 0, changes)
+			for i := 0; i < changes; i++ {
+				start := time.Now()
+				if err := f(i); err != nil {
+					return err
+				}
+				ds = append(ds, time.Since(start))
+			}
+			addLatencies(r, ds)
+			return nil
+		}
+	}
+	x.add("lock-set-owner-p50", timed(func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) }))
+	x.add("unobserved-set-owner", timed(func(i int) error { return lone.SetOwner(ctx, strconv.Itoa(i)) }))
+	// The floor: a bare script's PUBLISH reaching a bare subscriber in this
+	// process, timed as a change is. What a change costs above it is ours.
+	subConn, err := redis.Dial("tcp", benchAddr)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sub := redis.PubSubConn{Conn: subConn}
+	defer subConn.Close() // ends the reading goroutine
+	floorChannel := x.env.ns + "bench-floor"
+	if err := sub.Subscribe(floorChannel); err != nil {
+		b.Fatal(err)
+	}
+	if _, ok := sub.Receive().(redis.Subscription); !ok {
+		b.Fatal("no subscription")
+	}
+	heard := make(chan string, 1)
+	go func() {
+		for {
+			switch m := sub.Receive().(type) {
+			case redis.Message:
+				heard <- string(m.Data)
+			case error:
+				close(heard)
+				return
+			}
+		}
+	}()
+	publish := redis.NewScript(1, "return redis.call('PUBLISH', KEYS[1], ARGV[1])")
+	x.add("floor", func(r *round) error {
+		c := x.env.pool.Get()
+		defer c.Close()
+		ds := make([]time.Duration, 0, changes)
+		for i := 0; i < changes; i++ {
+			value := "f" + strconv.Itoa(r.i) + "-" + strconv.Itoa(i)
+			start := time.Now()
+			if _, err := publish.Do(c, floorChannel, value); err != nil {
+				return err
+			}
+			select {
+			case got := <-heard:
+				if got != value {
+					return fmt.Errorf("heard %q, want %q", got, value)
+				}
+			case <-time.After(5 * time.Second):
+				return fmt.Errorf("nothing heard in 5 s")
+			}
+			ds = append(ds, time.Since(start))
+		}
+		addLatencies(r, ds)
+		return nil
+	})
 	x.add("ping", func(r *round) error {
 		ds := make([]time.Duration, 0, changes)
 		for i := 0; i < changes; i++ {
@@ -138,7 +220,11 @@ func BenchmarkElectionObserve(b *testing.B) {
 func init() {
 	targets = append(targets,
 		target{"election: a change reaches an observer, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "<=", 3},
+		target{"election: a change reaches an observer, p50 ÷ the floor's p50 (a bare script's PUBLISH reaching a bare subscriber)", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, "", 0},
+		target{"election: the floor, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
 		target{"election: SetOwner's own round trip, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
+		target{"election: SetOwner of a leader nobody observes, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/unobserved-set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
+		target{"election: a plain lock's SetOwner, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/lock-set-owner-p50", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
 		target{"election: a lease that ran out is seen, ms after its end", [2]string{"BenchmarkElectionObserve/lease-end", "late-ms"}, [2]string{}, "<=", 50},
 	)
 }

@@ -13,6 +13,8 @@ import (
 func init() {
 	targets = append(targets,
 		target{"LockAll of 4 names, p50 ÷ one Lock's", [2]string{"BenchmarkLockAll/lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/lock", "p50-ms"}, "<=", 1.3},
+		target{"LockAll of 4 names and its Unlock: server µs ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "srv-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "srv-us/op"}, "", 0},
+		target{"LockAll of 4 names and its Unlock: server CPU ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "cpu-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "cpu-us/op"}, "", 0},
 		target{"LockAll of 4 names on 3 primaries, p50 ÷ 4 Locks in a row", [2]string{"BenchmarkLockAll/cluster-lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "<=", 0.6},
 	)
 }
@@ -20,7 +22,9 @@ func init() {
 // BenchmarkLockAll: how long an uncontended LockAll of 4 names takes to
 // return, against one Lock, on the bench server; and on the cluster of
 // REDIS_CLUSTER_ADDRS, with the 4 names on 3 primaries, against 4 Lock
-// calls in a row. The locks are released outside the timing.
+// calls in a row. The locks are released outside the timing. And where a
+// cycle's time goes: the server's script µs and CPU of LockAll and its
+// Unlock against one Lock and Unlock.
 func BenchmarkLockAll(b *testing.B) {
 	x := newExperiment(b)
 	x.rounds = max(x.rounds, opRounds())
@@ -78,6 +82,20 @@ func BenchmarkLockAll(b *testing.B) {
 	}
 	x.add("lock", timed(locks(e, names[:1])))
 	x.add("lockall-4", timed(lockAll(e, names)))
+	// Where the time goes: the server's script time and the client's CPU
+	// of a whole cycle (taken and released: one script for LockAll's
+	// taking, one a name for its Unlock).
+	cycle := func(acquire func() (func() error, error)) func(int) error {
+		return func(int) error {
+			release, err := acquire()
+			if err != nil {
+				return err
+			}
+			return release()
+		}
+	}
+	x.addOps("lock-cycle", cycle(locks(e, names[:1])))
+	x.addOps("lockall-4-cycle", cycle(lockAll(e, names)))
 	seeds := testserver.ClusterSeeds()
 	switch {
 	case len(seeds) == 0:

@@ -2,7 +2,9 @@ package atomicredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -16,6 +18,7 @@ func init() {
 		target{"LockAll of 4 names and its Unlock: server µs ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "srv-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "srv-us/op"}, "", 0},
 		target{"LockAll of 4 names and its Unlock: server CPU ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "cpu-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "cpu-us/op"}, "", 0},
 		target{"LockAll of 4 names on 3 primaries, p50 ÷ 4 Locks in a row", [2]string{"BenchmarkLockAll/cluster-lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "<=", 0.6},
+		target{"4 Locks on 3 primaries at once (no order), p50 ÷ 4 Locks in a row: the floor of trying the nodes together", [2]string{"BenchmarkLockAll/cluster-4-locks-at-once", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "", 0},
 	)
 }
 
@@ -101,9 +104,11 @@ func BenchmarkLockAll(b *testing.B) {
 	case len(seeds) == 0:
 		x.skip("cluster-lockall-4", "REDIS_CLUSTER_ADDRS not set")
 		x.skip("cluster-4-locks", "REDIS_CLUSTER_ADDRS not set")
+		x.skip("cluster-4-locks-at-once", "REDIS_CLUSTER_ADDRS not set")
 	case benchMini:
 		x.skip("cluster-lockall-4", "the main job runs on miniredis")
 		x.skip("cluster-4-locks", "the main job runs on miniredis")
+		x.skip("cluster-4-locks-at-once", "the main job runs on miniredis")
 	default:
 		rc := testcluster.Client(b, seeds)
 		owners, err := testcluster.SlotOwners(rc)
@@ -128,6 +133,32 @@ func BenchmarkLockAll(b *testing.B) {
 		defer closeAll(ce)()
 		x.add("cluster-lockall-4", timed(lockAll(ce, spread)))
 		x.add("cluster-4-locks", timed(locks(ce, spread)))
+		// The floor of trying the nodes at once: 4 Lock calls in 4
+		// goroutines, no order kept (it could deadlock against another
+		// caller; LockAll cannot).
+		x.add("cluster-4-locks-at-once", timed(func() (func() error, error) {
+			ls := make([]*Lock, len(spread))
+			errs := make([]error, len(spread))
+			var wg sync.WaitGroup
+			for i, name := range spread {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					ls[i], errs[i] = ce.Lock(ctx, name, LockOptions{TTL: benchLease})
+				}()
+			}
+			wg.Wait()
+			return func() error {
+				for _, l := range ls {
+					if l != nil {
+						if err := l.Unlock(ctx); err != nil {
+							return err
+						}
+					}
+				}
+				return nil
+			}, errors.Join(errs...)
+		}))
 	}
 	x.run()
 }

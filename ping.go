@@ -3,11 +3,6 @@ package atomicredis
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-
-	"github.com/gomodule/redigo/redis"
 )
 
 // ---------------------------------------------------------------------------
@@ -31,9 +26,13 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if ctx == nil {
 		return &Error{Err: fmt.Errorf("ping: nil context: %w", ErrInvalid)}
 	}
-	nodes, err := e.primaries(ctx)
+	l, err := e.learnLayout(ctx)
 	if err != nil {
 		return &Error{Err: fmt.Errorf("ping: %w", err)}
+	}
+	nodes := l.nodes
+	if l.single {
+		nodes = []node{{addr: "the server"}}
 	}
 	for _, n := range nodes {
 		if err := e.pingNode(ctx, n); err != nil {
@@ -41,77 +40,6 @@ func (e *Engine) Ping(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-// node is a server Ping checks: its address as CLUSTER NODES gives it
-// ("the server" on a pool that does not bind), and a key that binds a
-// connection to it ("" on such a pool).
-type node struct {
-	addr, key string
-}
-
-// primaries lists the servers Ping checks. A pool whose connections do not
-// bind reaches one server. On one that does (a cluster client), one node's
-// CLUSTER NODES (a text reply, the same in RESP2 and RESP3) names every
-// primary serving slots, and each gets a key in one of its slots.
-func (e *Engine) primaries(ctx context.Context) ([]node, error) {
-	single := []node{{addr: "the server"}}
-	c, done, err := e.conn(ctx, "", e.callTimeout)
-	if err != nil {
-		return nil, fmt.Errorf("a connection from the pool: %w", err)
-	}
-	_, bound := c.Conn.(binder)
-	var text string
-	if bound {
-		text, err = redis.String(c.Do("CLUSTER", "NODES"))
-	}
-	c.close()
-	done()
-	switch {
-	case !bound:
-		return single, nil
-	case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
-		return single, nil // a binding pool on a server that is no cluster
-	case err != nil:
-		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
-	}
-	var nodes []node
-	for _, line := range strings.Split(text, "\n") {
-		// <id> <ip:port@cport[,hostname]> <flags> <primary id> <ping> <pong> <epoch> <link> <slot or range>...
-		f := strings.Fields(line)
-		if len(f) < 9 || !servesAsPrimary(strings.Split(f[2], ",")) {
-			continue
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		for _, r := range f[8:] {
-			if strings.HasPrefix(r, "[") {
-				continue // a slot being imported or migrated
-			}
-			from, to, isRange := strings.Cut(r, "-")
-			if !isRange {
-				to = from
-			}
-			lo, err1 := strconv.Atoi(from)
-			hi, err2 := strconv.Atoi(to)
-			if err1 != nil || err2 != nil || lo < 0 || hi >= 16384 || lo > hi {
-				return nil, fmt.Errorf("CLUSTER NODES: unexpected slots %q of %s", r, addr)
-			}
-			nodes = append(nodes, node{addr: addr, key: e.ns + "ping:{" + tagIn(lo, hi) + "}"})
-			break
-		}
-	}
-	if len(nodes) == 0 {
-		return nil, fmt.Errorf("CLUSTER NODES: no primary serves a slot")
-	}
-	return nodes, nil
-}
-
-// servesAsPrimary reports whether a node with flags (CLUSTER NODES) is a
-// primary the cluster has not given up on (fail; "fail?" is one node's
-// suspicion only).
-func servesAsPrimary(flags []string) bool {
-	return slices.Contains(flags, "master") && !slices.Contains(flags, "fail") &&
-		!slices.Contains(flags, "noaddr") && !slices.Contains(flags, "handshake")
 }
 
 // pingNode checks one server on a connection of its own: PING, SCRIPT LOAD
@@ -143,29 +71,4 @@ func (e *Engine) pingNode(ctx context.Context, n node) error {
 	return nil
 }
 
-// tagIn returns a hash tag whose slot is in [from, to].
-func tagIn(from, to int) string {
-	for i := 0; ; i++ {
-		tag := strconv.Itoa(i)
-		if s := int(hashSlot(tag)); s >= from && s <= to {
-			return tag
-		}
-	}
-}
-
-// hashSlot is the cluster slot of a hash tag: CRC-16/XMODEM (polynomial
-// 0x1021) modulo 16384, as Redis Cluster hashes keys.
-func hashSlot(tag string) uint16 {
-	var crc uint16
-	for i := 0; i < len(tag); i++ {
-		crc ^= uint16(tag[i]) << 8
-		for j := 0; j < 8; j++ {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc % 16384
-}
+//END

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -49,15 +47,6 @@ type renewer struct {
 	live     []*renewal // the part of batch not yet too late to send
 	pieces   []piece
 	scratchA []any
-}
-
-// layout is how the renewer reaches the server: one server that is no
-// cluster (batch scripts), or a cluster's primaries, each with a key that
-// binds a connection to it, and which serves each slot.
-type layout struct {
-	single bool
-	nodes  []node
-	slots  [16384]int16 // index in nodes; -1 if no primary serves it
 }
 
 // layoutLife is how long a cluster's layout is trusted without a MOVED.
@@ -317,84 +306,22 @@ func (r *renewer) send(ctx context.Context, e *Engine, now time.Time) {
 	r.sendNodes(ctx, e, l)
 }
 
-// learn returns the layout, learning it first if it is not known, or is
-// a cluster's that is stale or old by now. A pool whose connections do
-// not bind reaches one server; one that does is a cluster client, and
-// CLUSTER NODES says which primary serves which slot, unless the server
-// is no cluster.
+// learn returns the layout (cluster.go), learning it first if it is not
+// known, or is a cluster's that is stale or old by now. If it cannot be
+// learned, the last one known serves: MOVED replies correct it.
 func (r *renewer) learn(ctx context.Context, e *Engine, now time.Time) (*layout, error) {
 	if r.layout != nil && (r.layout.single || !r.stale && now.Sub(r.learned) < layoutLife) {
 		return r.layout, nil
 	}
-	c, done, err := e.conn(ctx, "", e.callTimeout)
+	l, err := e.learnLayout(ctx)
 	if err != nil {
-		return nil, err
-	}
-	_, bound := c.Conn.(binder)
-	var text string
-	if bound {
-		text, err = redis.String(c.Do("CLUSTER", "NODES"))
-	}
-	c.close()
-	done()
-	l := &layout{}
-	switch {
-	case !bound:
-		l.single = true
-	case err != nil && strings.Contains(err.Error(), "cluster support disabled"):
-		l.single = true
-	case err != nil:
 		if r.layout != nil {
-			return r.layout, nil // the last one known: MOVED replies correct it
+			return r.layout, nil
 		}
-		return nil, fmt.Errorf("CLUSTER NODES: %w", err)
-	default:
-		if err := l.parse(e, text); err != nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	r.layout, r.learned, r.stale = l, now, false
 	return l, nil
-}
-
-// parse reads CLUSTER NODES: the primaries serving slots, and their slots.
-func (l *layout) parse(e *Engine, text string) error {
-	for i := range l.slots {
-		l.slots[i] = -1
-	}
-	for _, line := range strings.Split(text, "\n") {
-		// <id> <ip:port@cport[,hostname]> <flags> <primary id> <ping> <pong> <epoch> <link> <slot or range>...
-		f := strings.Fields(line)
-		if len(f) < 9 || !servesAsPrimary(strings.Split(f[2], ",")) {
-			continue
-		}
-		addr, _, _ := strings.Cut(f[1], "@")
-		at := int16(len(l.nodes))
-		for _, rng := range f[8:] {
-			if strings.HasPrefix(rng, "[") {
-				continue // a slot being imported or migrated
-			}
-			from, to, isRange := strings.Cut(rng, "-")
-			if !isRange {
-				to = from
-			}
-			lo, err1 := strconv.Atoi(from)
-			hi, err2 := strconv.Atoi(to)
-			if err1 != nil || err2 != nil || lo < 0 || hi >= len(l.slots) || lo > hi {
-				return fmt.Errorf("CLUSTER NODES: unexpected slots %q of %s", rng, addr)
-			}
-			if int(at) == len(l.nodes) {
-				l.nodes = append(l.nodes, node{addr: addr, key: e.ns + "ping:{" + tagIn(lo, hi) + "}"})
-			}
-			for s := lo; s <= hi; s++ {
-				l.slots[s] = at
-			}
-		}
-	}
-	if len(l.nodes) == 0 {
-		return fmt.Errorf("CLUSTER NODES: no primary serves a slot")
-	}
-	return nil
 }
 
 // sendBatches sends r.batch to one server that is no cluster: a batch
@@ -658,34 +585,4 @@ func (e *Engine) callErr(ctx context.Context, err error) error {
 		return fmt.Errorf("%w (%w)", cerr, err)
 	}
 	return err
-}
-
-// extendArgs are the one-name extend script's keys and arguments for an
-// extension numbered seq with lease.
-func (h *holding) extendArgs(lease time.Duration, seq int64) []any {
-	n := h.ops.extendKeys
-	if h.ops.kind == kindSem {
-		return append(h.keys[:n:n], h.seqKey(), h.tokenArg, lease.Milliseconds(), h.e.retentionArg, h.e.wakeArg, seq)
-	}
-	return append(h.keys[:n:n], h.tokenArg, lease.Milliseconds(), seq)
-}
-
-// seqKey is a permit's extension number's key: <sem>:seq:<id>.
-func (h *holding) seqKey() string {
-	return h.obj.key(":seq:") + h.token
-}
-
-// extendReply reads an extend script's reply: held if it extended (1) or
-// found a newer extension of the holder's own (2). A reply that stands
-// with too few replica acknowledgements is an error wrapping
-// ErrNotReplicated, with held as the script said.
-func (h *holding) extendReply(reply any, short error) (held bool, err error) {
-	v, err := redis.Int64(reply, nil)
-	if err != nil {
-		return false, h.obj.errorf("unexpected reply %v", reply)
-	}
-	if short != nil {
-		return v >= 1, h.obj.err(short)
-	}
-	return v >= 1, nil
 }

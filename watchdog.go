@@ -118,3 +118,33 @@ func held(_ time.Duration, err error) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// extendArgs are the one-name extend script's keys and arguments for an
+// extension numbered seq with lease.
+func (h *holding) extendArgs(lease time.Duration, seq int64) []any {
+	n := h.ops.extendKeys
+	if h.ops.kind == kindSem {
+		return append(h.keys[:n:n], h.seqKey(), h.tokenArg, lease.Milliseconds(), h.e.retentionArg, h.e.wakeArg, seq)
+	}
+	return append(h.keys[:n:n], h.tokenArg, lease.Milliseconds(), seq)
+}
+
+// seqKey is a permit's extension number's key: <sem>:seq:<id>.
+func (h *holding) seqKey() string {
+	return h.obj.key(":seq:") + h.token
+}
+
+// extendReply reads an extend script's reply: held if it extended (1) or
+// found a newer extension of the holder's own (2). A reply that stands
+// with too few replica acknowledgements is an error wrapping
+// ErrNotReplicated, with held as the script said.
+func (h *holding) extendReply(reply any, short error) (held bool, err error) {
+	v, err := redis.Int64(reply, nil)
+	if err != nil {
+		return false, h.obj.errorf("unexpected reply %v", reply)
+	}
+	if short != nil {
+		return v >= 1, h.obj.err(short)
+	}
+	return v >= 1, nil
+}

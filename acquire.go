@@ -217,11 +217,11 @@ func (a attempt) refusal(o object, weight int64) string {
 	case o.kind == kindSem && a.held >= a.limit:
 		return fmt.Sprintf("all %d permits are held; the first times out in %v", a.limit, a.hint)
 	case o.kind == kindSem && a.held+weight > a.limit && a.hint >= 0:
-		return fmt.Sprintf("%d of %d permits are held, too many for weight %d; the first times out in %v", a.held, a.limit, weight, a.hint)
+		return fmt.Sprintf("%d of %d held, no room for weight %d; the first permit times out in %v", a.held, a.limit, weight, a.hint)
 	case o.kind == kindSem && a.held+weight > a.limit:
-		return fmt.Sprintf("%d of %d permits are held, too many for weight %d", a.held, a.limit, weight)
+		return fmt.Sprintf("%d of %d held, no room for weight %d", a.held, a.limit, weight)
 	case o.kind == kindSem:
-		return fmt.Sprintf("%d of %d permits are held, and waiters are queued ahead", a.held, a.limit)
+		return fmt.Sprintf("%d of %d held, and waiters are queued ahead", a.held, a.limit)
 	case a.hint < 0:
 		return "free, but waiters are queued ahead"
 	}

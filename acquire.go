@@ -23,6 +23,7 @@ type request struct {
 	extra    []any  // the acquire script's arguments after the standard ones
 	limit    int    // a semaphore's Limit (0: the stored one), reported if the stored one differs
 	owner    string // stored with the holding; "" for none
+	weight   int    // a semaphore's permit's weight (0 or 1: none to send)
 }
 
 // take checks r, acquires a holding of the named object into h, and tells
@@ -58,8 +59,11 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 	if len(r.owner) > MaxOwner {
 		return obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(r.owner), MaxOwner, ErrInvalid)
 	}
-	if r.owner != "" {
+	if r.owner != "" || r.weight > 1 {
 		r.extra = append(r.extra[:len(r.extra):len(r.extra)], r.owner)
+	}
+	if r.weight > 1 { // after the Owner ("" for none)
+		r.extra = append(r.extra, r.weight)
 	}
 	token, err := newToken()
 	if err != nil {
@@ -73,7 +77,7 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 		all, keys = append(all, observers), append(keys, observers)
 	}
 	h.acq = acquisition{obj: obj, ops: r.ops, keys: all, token: token, tokenArg: token,
-		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit)} // in h, allocated already
+		lease: lease, wait: wait, extra: r.extra, limit: int64(r.limit), weight: int64(max(r.weight, 1))} // in h, allocated already
 	h.keys = keys
 	return nil
 }
@@ -137,7 +141,8 @@ var defaultTTLArg, defaultQueueTTLArg any = DefaultTTL.Milliseconds(), defaultQu
 // semaphore adds the stored limit when it differs from the caller's), {0, hint
 // ms, rank, arrival, ...} (not held: hint is how long the holder has left,
 // -1 if none; rank the caller's place in the queue), {2} (the token was
-// abandoned) or {3} (a semaphore has no limit stored and none was given).
+// abandoned), {3} (a semaphore has no limit stored and none was given) or
+// {4, limit} (a semaphore's limit in force is below the caller's weight).
 // Abandon scripts take the same keys and ARGV token, ms a late call of the
 // token's could still act for, fence retention in ms, wake channel prefix.
 type acquisition struct {
@@ -150,6 +155,7 @@ type acquisition struct {
 	wait     time.Duration // 0: one attempt
 	extra    []any
 	limit    int64   // a semaphore's Limit, 0 otherwise
+	weight   int64   // a semaphore's permit's weight, 1 otherwise
 	args     [16]any // room for the acquire script's arguments
 }
 
@@ -159,11 +165,12 @@ type attempt struct {
 	fence     int64
 	abandoned bool          // the token was abandoned
 	noLimit   bool          // a semaphore with no stored limit, and none given
+	tooHeavy  bool          // a semaphore's limit in force (limit) is below the caller's weight
 	hint      time.Duration // how long the holder has left, -1 if none
 	rank      int64         // the caller's place in the queue (one try: how many are queued)
 	arrival   int64         // the arrival number the queue gave it, if it just queued
 	limit     int64         // semaphores: the limit in force (on a grant: the stored one, only if it differs from the caller's)
-	held      int64         // semaphores: the permits held
+	held      int64         // semaphores: the weight the permits hold
 }
 
 func decodeAttempt(reply any) (a attempt, err error) {
@@ -187,6 +194,8 @@ func decodeAttempt(reply any) (a attempt, err error) {
 		a.abandoned = true
 	case n == 1 && v[0] == 3:
 		a.noLimit = true
+	case n == 2 && v[0] == 4:
+		a.tooHeavy, a.limit = true, v[1]
 	case n >= 4 && v[0] == 0:
 		a.hint, a.rank, a.arrival = time.Duration(v[1])*time.Millisecond, v[2], v[3]
 		if v[1] < 0 {
@@ -201,11 +210,18 @@ func decodeAttempt(reply any) (a attempt, err error) {
 	return a, nil
 }
 
-// refusal says why a one-try acquisition was refused.
-func (a attempt) refusal(o object) string {
+// refusal says why a one-try acquisition of weight (1 but for a
+// semaphore's) was refused.
+func (a attempt) refusal(o object, weight int64) string {
 	switch {
 	case o.kind == kindSem && a.held >= a.limit:
 		return fmt.Sprintf("all %d permits are held; the first times out in %v", a.limit, a.hint)
+	case o.kind == kindSem && a.held+weight > a.limit && a.hint >= 0:
+		return fmt.Sprintf("%d of %d held, no room for weight %d; the first permit times out in %v", a.held, a.limit, weight, a.hint)
+	case o.kind == kindSem && a.held+weight > a.limit:
+		return fmt.Sprintf("%d of %d held, no room for weight %d", a.held, a.limit, weight)
+	case o.kind == kindSem:
+		return fmt.Sprintf("%d of %d held, and waiters are queued ahead", a.held, a.limit)
 	case a.hint < 0:
 		return "free, but waiters are queued ahead"
 	}
@@ -317,8 +333,10 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			return w.g, a.obj.errorf("attempt abandoned: %w", ErrNotAcquired)
 		case at.noLimit:
 			return w.g, a.obj.errorf("no limit is stored: give Limit: %w", ErrInvalid)
+		case at.tooHeavy:
+			return w.g, a.obj.errorf("weight %d is above the limit %d: %w", a.weight, at.limit, ErrInvalid)
 		case mode == 0:
-			return w.g, a.obj.errorf("%s: %w", at.refusal(a.obj), ErrNotAcquired)
+			return w.g, a.obj.errorf("%s: %w", at.refusal(a.obj, a.weight), ErrNotAcquired)
 		}
 		args[len(a.keys)+1] = 2 // the next call extends the entry
 		e.joined(w, at, sent)

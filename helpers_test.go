@@ -63,6 +63,7 @@ func clusterServer(t *testing.T) *testserver.Server {
 var notOnCluster = map[string]string{
 	"TestMutualExclusionUnderFaults":      proxied,
 	"TestAdmissionUnderFaults":            proxied,
+	"TestWeightedAdmissionUnderFaults":    proxied,
 	"TestRWUnderFaults":                   proxied,
 	"TestExtendBeatsLateExtension":        proxied,
 	"TestEngineClose":                     proxied,

@@ -24,12 +24,26 @@ type SemaphoreOptions struct {
 	// (SemaphoreInfo.Permits): who holds it, in any bytes, at most
 	// MaxOwner. "" stores none, and costs nothing.
 	Owner string
+	// Weight is how much of the limit the permit takes, as
+	// x/sync/semaphore's n: 0 means 1, a negative weight or one above
+	// 2^53 - 1 is ErrInvalid. Waiters are admitted strictly in arrival
+	// order, whatever their weights: a heavy waiter at the head of the
+	// queue waits for room, and those behind it wait behind it. A weight
+	// above the limit in force (the stored one, or Limit when none is
+	// stored) is refused with an error wrapping ErrInvalid, and nothing
+	// written; so is a waiter's when SetSemaphoreLimit lowers the limit
+	// under it (it is woken with the error, and leaves the queue). Weight 1
+	// costs nothing.
+	Weight int
 }
 
 // Permit is one held permit of a counting semaphore. Its methods are safe
 // for concurrent use, and on a nil *Permit none panics: they report
 // ErrNotHeld.
-type Permit struct{ holding }
+type Permit struct {
+	holding
+	weight int // how much of the limit it takes
+}
 
 // semOps: the permits' deadlines (timeouts), their counters (owner, the
 // book's name), the counter, the stored limit, the queue and its waiters,
@@ -66,16 +80,20 @@ func (e *Engine) TryAcquireSemaphore(ctx context.Context, name string, o Semapho
 }
 
 func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions, mayWait bool) (*Permit, error) {
-	if err := count("limit", o.Limit, 1, "the stored limit"); err != nil {
+	err := count("limit", o.Limit, 1, "the stored limit")
+	if err == nil {
+		err = count("weight", o.Weight, 1, "one")
+	}
+	if err != nil {
 		obj, oerr := e.object(kindSem, name)
 		if oerr != nil {
 			return nil, oerr
 		}
 		return nil, obj.err(err)
 	}
-	p := &Permit{}
-	err := e.take(ctx, &p.holding, name, request{ops: semOps, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog,
-		extra: []any{o.Limit}, limit: o.Limit, owner: o.Owner})
+	p := &Permit{weight: max(o.Weight, 1)}
+	err = e.take(ctx, &p.holding, name, request{ops: semOps, ttl: o.TTL, wait: o.Wait, mayWait: mayWait, watchdog: o.Watchdog,
+		extra: []any{o.Limit}, limit: o.Limit, owner: o.Owner, weight: p.weight})
 	if err != nil {
 		return nil, err
 	}
@@ -83,9 +101,10 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
-// live now. It writes nothing: permits past their deadline are not
-// counted, and the next acquisition, release or extension purges them and
-// hands their slots to waiters.
+// live now, each counted once whatever its Weight (SemaphoreInfo.Held
+// sums their weights). It writes nothing: permits past their deadline are
+// not counted, and the next acquisition, release or extension purges them
+// and hands their slots to waiters.
 func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
 	obj, err := e.object(kindSem, name)
 	if err != nil {
@@ -96,9 +115,10 @@ func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error)
 
 // SemaphoreInfo is what SemaphoreInfo tells of a semaphore.
 type SemaphoreInfo struct {
-	Limit   int // the stored limit; 0 if none is stored
-	Holders int // live permits
-	Waiting int // live waiters queued
+	Limit   int // the stored limit, in weight; 0 if none is stored
+	Holders int // live permits, each counted once whatever its weight
+	Held    int // the weight the live permits hold, at most Limit: Holders when every weight is 1
+	Waiting int // live waiters queued, each counted once whatever its weight
 	// Permits are the live permits, those that time out first first: all
 	// of them up to MaxInfoPermits, then the MaxInfoPermits that time out
 	// first (Holders counts them all).
@@ -107,10 +127,11 @@ type SemaphoreInfo struct {
 
 // PermitInfo is one live permit, as SemaphoreInfo lists it.
 type PermitInfo struct {
-	Token string        // the permit's token (Permit.Token)
-	Fence int64         // its counter value (Permit.Fence)
-	TTL   time.Duration // the time left before it times out
-	Owner string        // the Owner stored with it, "" if none
+	Token  string        // the permit's token (Permit.Token)
+	Fence  int64         // its counter value (Permit.Fence)
+	TTL    time.Duration // the time left before it times out
+	Owner  string        // the Owner stored with it, "" if none
+	Weight int           // how much of the limit it takes (SemaphoreOptions.Weight, 1 for 0)
 }
 
 // MaxInfoPermits is how many permits SemaphoreInfo lists at most, so that
@@ -118,8 +139,9 @@ type PermitInfo struct {
 const MaxInfoPermits = 1000
 
 // SemaphoreInfo returns the named semaphore's stored limit, live permits
-// (each with its token, fence, remaining time and Owner) and live waiters,
-// in one script that writes nothing.
+// (each with its token, fence, remaining time, Owner and weight), the
+// weight they hold and its live waiters, in one script that writes
+// nothing.
 func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo, error) {
 	var info SemaphoreInfo
 	obj, err := e.object(kindSem, name)
@@ -128,30 +150,33 @@ func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo,
 	}
 	v, err := redis.Values(e.eval(ctx, obj, scriptSemInfo, obj.key(""), obj.key(":limit"), obj.key(":waiters"),
 		obj.key(":owner"), obj.key(":owners"), MaxInfoPermits))
-	if err == nil && (len(v) < 3 || (len(v)-3)%4 != 0) {
+	const head, each = 4, 5 // the counts, then each permit's figures
+	if err == nil && (len(v) < head || (len(v)-head)%each != 0) {
 		err = obj.errorf("unexpected reply %v", v)
 	}
 	if err != nil {
 		return info, err
 	}
-	counts, err := redis.Ints(v[:3], nil)
+	counts, err := redis.Ints(v[:head], nil)
 	if err != nil {
 		return info, obj.errorf("unexpected reply %v: %w", v, err)
 	}
-	info.Limit, info.Holders, info.Waiting = counts[0], counts[1], counts[2]
-	if n := (len(v) - 3) / 4; n > 0 {
+	info.Limit, info.Holders, info.Waiting, info.Held = counts[0], counts[1], counts[2], counts[3]
+	if n := (len(v) - head) / each; n > 0 {
 		info.Permits = make([]PermitInfo, n)
 	}
 	for i := range info.Permits {
-		p := v[3+4*i : 7+4*i]
+		p := v[head+each*i : head+each*(i+1)]
 		token, err1 := redis.String(p[0], nil)
 		ms, err2 := redis.Int64(p[1], nil)
 		fence, err3 := redis.Int64(p[2], nil)
 		owner, err4 := redis.String(p[3], nil)
-		if err := errors.Join(err1, err2, err3, err4); err != nil {
+		weight, err5 := redis.Int(p[4], nil)
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
 			return SemaphoreInfo{}, obj.errorf("unexpected reply %v: %w", p, err)
 		}
-		info.Permits[i] = PermitInfo{Token: token, Fence: fence, TTL: time.Duration(max(ms, 0)) * time.Millisecond, Owner: owner}
+		info.Permits[i] = PermitInfo{Token: token, Fence: fence, TTL: time.Duration(max(ms, 0)) * time.Millisecond, Owner: owner,
+			Weight: weight}
 	}
 	return info, nil
 }
@@ -161,7 +186,9 @@ func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo,
 // also while permits are held (a rolling deploy that changes the limit).
 // Raising it hands the new slots to queued
 // waiters at once; lowering it admits nobody until the holders are under
-// it (none is taken back). The limit stays while the semaphore is idle,
+// it (none is taken back), and refuses every waiter whose Weight is now
+// above it: each is woken and its call returns an error wrapping
+// ErrInvalid. The limit stays while the semaphore is idle,
 // until the fence retention has passed since this call or the last
 // permit granted.
 func (e *Engine) SetSemaphoreLimit(ctx context.Context, name string, limit int) error {
@@ -212,6 +239,15 @@ func (p *Permit) TTL(ctx context.Context) (time.Duration, error) {
 		return 0, errNilPermit
 	}
 	return p.ttl(ctx)
+}
+
+// Weight returns how much of the limit this permit takes:
+// SemaphoreOptions.Weight, 1 for 0 (0 for a nil permit).
+func (p *Permit) Weight() int {
+	if p == nil {
+		return 0
+	}
+	return p.weight
 }
 
 // Owner returns the Owner stored with this permit: SemaphoreOptions.Owner,

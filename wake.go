@@ -344,8 +344,8 @@ func (k *waker) listen(sub Subscription) (heard bool, err error) {
 	}
 }
 
-// deliver hands a wake-up ("token fence arrival") to its waiter; one for a
-// waiter that has left is dropped (its abandon script passes on what it
+// deliver hands a wake-up ("token fence arrival"; fence 0: look again) to
+// its waiter; one for a waiter that has left is dropped (its abandon script passes on what it
 // was handed). An election's state ("!...", lib/election.lua) goes to its
 // observers.
 func (k *waker) deliver(payload string) {
@@ -365,14 +365,14 @@ func (k *waker) deliver(payload string) {
 	f, a, _ := strings.Cut(rest, " ")
 	fence, err := strconv.ParseInt(f, 10, 64)
 	arrival, err2 := strconv.ParseInt(a, 10, 64)
-	if err != nil || err2 != nil || fence == 0 {
+	if err != nil || err2 != nil {
 		return
 	}
 	k.mu.Lock()
 	w := k.waiting[token]
 	k.mu.Unlock()
 	if w != nil {
-		w.wake(fence, arrival)
+		w.wake(fence, arrival) // fence 0: look again (a semaphore refused the waiter's weight)
 	}
 }
 

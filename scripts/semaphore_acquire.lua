@@ -12,15 +12,18 @@
 -- ARGV[3] queue entry lifetime in ms, ARGV[4] TTL in ms, ARGV[5] fence
 -- retention in ms, ARGV[6] the caller's engine id, ARGV[7] wake channel
 -- prefix, ARGV[8] limit (0: the stored one), ARGV[9] the Owner to store
--- with the permit (absent: none; it goes with the queue entry, so a
--- handoff stores it)
+-- with the permit (absent or "": none; it goes with the queue entry, so a
+-- handoff stores it), ARGV[10] the permit's weight (absent: 1; it goes
+-- with the queue entry too)
 -- reply: {1, counter} if the caller holds a permit now, for its full TTL,
 -- {1, counter, stored limit} if ARGV[8] asked another limit than the stored
 -- one;
 -- {0, ms until the first permit times out, rank in the queue (one try:
 -- how many are queued), arrival number (0 unless it just queued), the
--- limit in force, permits held} if not; {2} if the caller abandoned this
--- token; {3} if ARGV[8] is 0 and no limit is stored (nothing written).
+-- limit in force, weight held} if not; {2} if the caller abandoned this
+-- token; {3} if ARGV[8] is 0 and no limit is stored (nothing written);
+-- {4, the limit in force} if the weight is above it (nothing written but,
+-- for a caller that believes it is queued, the removal of its entry).
 --
 -- The book's version needs a lock because its INCR, ZADDs and ZRANK are
 -- separate round trips: two clients can both rank below the limit. Here
@@ -29,7 +32,8 @@
 -- limit rules: a caller asking another one follows it.
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
   owners = KEYS[7]}
-local now, token, ttl, owner = now_ms(), ARGV[1], tonumber(ARGV[4]), ARGV[9]
+local now, token, ttl, owner, weight = now_ms(), ARGV[1], tonumber(ARGV[4]), ARGV[9], tonumber(ARGV[10]) or 1
+if owner == '' then owner = nil end
 local mine = redis.call('ZSCORE', k.timeouts, token)
 if mine and tonumber(mine) > now then -- handed over while queued: pick it up
   redis.call('ZADD', k.timeouts, now + ttl, token)
@@ -47,17 +51,30 @@ local limit = st.limit or tonumber(ARGV[8])
 if limit == 0 then
   return {3}
 end
+if weight > limit then
+  if ARGV[2] == '2' then
+    q_leave(k.q, k.w, token)
+  end
+  return {4, limit}
+end
 
 sem_purge(k, st, now)
-local c = sem_admit(k, st, limit, now, token, ARGV[5], ARGV[7]) -- waiters first, in order
-if not c and st.held < limit then -- a free slot and no live waiter ahead
+local c, blocked = sem_admit(k, st, limit, now, token, ARGV[5], ARGV[7]) -- waiters first, in order
+if not c and not blocked and st.held + weight <= limit then -- room, and no live waiter ahead
   st.last = counter_next(k.counter, st.last, ARGV[5])
   c = st.last
   redis.call('ZADD', k.owner, fmt(c), token)
-  st.held = st.held + 1
+  sem_weigh(k, st, token, weight)
 end
 if st.held > 0 and not st.limit then
-  redis.call('SET', k.limit, fmt(limit))
+  redis.call('SET', k.limit, sem_limit(st, limit))
+elseif st.limit and st.extra ~= st.extra0 then -- the weight held beyond one each changed: the limit keeps it
+  local keep = st.admin and (c and ARGV[5] or st.ttl)
+  if keep then
+    redis.call('SET', k.limit, sem_limit(st, st.limit), 'PX', keep)
+  else
+    redis.call('SET', k.limit, sem_limit(st, st.limit))
+  end
 elseif c and st.admin then
   redis.call('PEXPIRE', k.limit, ARGV[5])
 end
@@ -80,5 +97,5 @@ end
 if ARGV[2] == '0' then
   return {0, hint, st.queued, 0, limit, st.held}
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], st.queued, ARGV[2] == '2', owner)
+local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], st.queued, ARGV[2] == '2', owner, weight)
 return {0, hint, rank, arrival, limit, st.held}

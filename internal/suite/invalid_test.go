@@ -28,6 +28,7 @@ var noInvalidArgument = map[string]string{
 	"Permit.Token":      "takes nothing",
 	"Permit.Fence":      "takes nothing",
 	"Permit.Owner":      "takes nothing",
+	"Permit.Weight":     "takes nothing",
 }
 
 // invalidCases are the rows a method's signature calls for: its first
@@ -79,6 +80,8 @@ func invalidCases(m reflect.Method) []string {
 				case m.Name == "Election" && f.Name != "TTL": // Campaign sets them
 				case f.Name == "Owner":
 					cases = append(cases, "Owner too long")
+				case f.Name == "Weight": // 0 means 1
+					cases = append(cases, "Weight -1", "Weight 2^53")
 				case f.Type == durType:
 					durations(f.Name)
 				case f.Type.Kind() == reflect.Int:

@@ -153,6 +153,8 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit, multi *ato
 		add(method+": Owner too long", func(ctx C, e *E) error {
 			return run(ctx, e, "s", semOpts{Limit: 1, Owner: strings.Repeat("o", atomicredis.MaxOwner+1)})
 		})
+		add(method+": Weight -1", func(ctx C, e *E) error { return run(ctx, e, "s", semOpts{Limit: 1, Weight: -1}) })
+		inexact(method+": Weight", func(ctx C, e *E, n int) error { return run(ctx, e, "s", semOpts{Limit: 1, Weight: n}) })
 	}
 	add("Permit.SetOwner: owner too long", func(ctx C, e *E) error {
 		return permit.SetOwner(ctx, strings.Repeat("o", atomicredis.MaxOwner+1))

@@ -6,9 +6,13 @@
 -- arrival number (the order), and a hash token -> "deadline engine" or
 -- "deadline engine owner": when the entry lapses unless its waiter extends
 -- it (server ms), the id of the engine that waits, and the Owner the
--- waiter asked to be stored with its holding (any bytes; absent if none). A release that hands the object to a waiter
+-- waiter asked to be stored with its holding (any bytes; absent if none).
+-- A semaphore's waiter that asks a weight above 1 has it after its
+-- deadline ("deadlinewweight engine ...": "1700000000000w3 e1"), so that a
+-- handoff knows it. A release that hands the object to a waiter
 -- publishes "token fence arrival" on that engine's wake channel, <wake
--- prefix><engine id>.
+-- prefix><engine id>; fence 0 tells the waiter to look again (a semaphore
+-- refused its weight).
 --
 -- A fence counter is last + 1 while it lives; when it is gone (never
 -- used, expired after its retention, lost in a restart) the next fence is
@@ -51,14 +55,15 @@ local function counter_next(key, last, retention)
   return f
 end
 
--- q_entry returns token's entry: its deadline, engine id and owner (nil
--- if none), nil if it is not queued.
+-- q_entry returns token's entry: its deadline, engine id, owner (nil if
+-- none) and weight, nil if it is not queued.
 local function q_entry(w, token)
   local e = redis.call('HGET', w, token)
   if not e then return nil end
-  local deadline, engine, owner = string.match(e, '^(%d+) (%S+) ?(.*)$')
+  local deadline, weight, engine, owner = string.match(e, '^(%d+)w?(%d*) (%S+) ?(.*)$')
+  if not deadline then return nil end
   if owner == '' then owner = nil end
-  return tonumber(deadline), engine, owner
+  return tonumber(deadline), engine, owner, tonumber(weight) or 1
 end
 
 local function q_leave(q, w, token)
@@ -67,15 +72,15 @@ local function q_leave(q, w, token)
 end
 
 -- q_head returns the first live waiter (token, entry deadline, engine id,
--- arrival number, owner or nil), dropping lapsed entries in front of it;
--- nil if none is queued.
+-- arrival number, owner or nil, weight), dropping lapsed entries in front
+-- of it; nil if none is queued.
 local function q_head(q, w, now)
   while true do
     local first = redis.call('ZRANGE', q, 0, 0, 'WITHSCORES')
     local head = first[1]
     if not head then return nil end
-    local deadline, engine, owner = q_entry(w, head)
-    if deadline and deadline > now then return head, deadline, engine, tonumber(first[2]), owner end
+    local deadline, engine, owner, weight = q_entry(w, head)
+    if deadline and deadline > now then return head, deadline, engine, tonumber(first[2]), owner, weight end
     q_leave(q, w, head)
   end
 end
@@ -84,7 +89,7 @@ end
 local function q_live(w, now)
   local n = 0
   for _, e in ipairs(redis.call('HVALS', w)) do
-    if tonumber(string.sub(e, 1, string.find(e, ' ', 1, true) - 1)) > now then n = n + 1 end
+    if tonumber(string.match(e, '^%d+') or 0) > now then n = n + 1 end
   end
   return n
 end
@@ -113,10 +118,13 @@ end
 -- plus one, and at least the server's clock in ms times 1000, so that no
 -- entry of a token ever gets the number of an earlier one (a wake-up names
 -- the entry it was for). owner (nil: none) goes with the entry, for the
--- holding it may be handed. The entry is written first: the waiters hash's
--- type is checked by that first write, before the queue's.
-local function q_join(q, w, token, now, entry_ms, engine, queued, extend, owner)
-  local entry = fmt(now + entry_ms) .. ' ' .. engine
+-- holding it may be handed, and so does weight (nil or 1: none). The entry
+-- is written first: the waiters hash's type is checked by that first
+-- write, before the queue's.
+local function q_join(q, w, token, now, entry_ms, engine, queued, extend, owner, weight)
+  local entry = fmt(now + entry_ms)
+  if weight and weight > 1 then entry = entry .. 'w' .. fmt(weight) end
+  entry = entry .. ' ' .. engine
   if owner then entry = entry .. ' ' .. owner end
   redis.call('HSET', w, token, entry)
   local rank, arrival = false, 0

@@ -8,28 +8,59 @@
 -- retention when SetSemaphoreLimit set it (it stays while the semaphore
 -- is idle).
 --
--- A semaphore whose permits store no Owner pays nothing for them: the
--- owners hash is read (HLEN) only where it may hold something, and written
--- only where st.named, its size, says it does.
+-- Weights: a permit of weight w above 1 takes w of the limit. Its weight
+-- is a field of the owners hash, 'w:'token -> w, removed with the permit,
+-- and the stored limit carries, after a space, the weight such permits
+-- take beyond one each ("10 4": limit 10, two permits of weight 3 among
+-- those held), so that the weight held is the number of permits plus that
+-- extra, read with the limit. A waiter's weight rides in its queue entry
+-- (lib/queue.lua). A weight above the limit in force is refused: at once
+-- to a caller, and by a wake-up (fence 0: look again) to a waiter that
+-- reaches the head, or that SetSemaphoreLimit finds too heavy.
+--
+-- A semaphore whose permits store no Owner and weigh 1 pays nothing for
+-- either: the owners hash is read (HLEN) only where it may hold something,
+-- and written only where st.named, its size, says it does; weights are
+-- read only where st.extra says some are held.
+
+-- sem_weighs sums the extra weight the weighted permits in the owners
+-- hash take (nil if none): what a stored limit that went (an expiry while
+-- permits were held) no longer says.
+local function sem_weighs(k)
+  local all, extra = redis.call('HGETALL', k.owners), 0
+  for i = 1, #all, 2 do
+    if string.sub(all[i], 1, 2) == 'w:' then
+      extra = extra + tonumber(all[i + 1]) - 1
+    end
+  end
+  return extra
+end
 
 -- sem_read reads every key a script may write (but the abandon mark) before
 -- its first write, and returns the state: last (the counter), limit (the
--- stored limit, nil if none), admin (SetSemaphoreLimit set it), queued
--- (the queue's length), owners (the owner set's size, which sem_drop and
--- sem_purge keep up to date), named (the owners hash's size, which they
--- keep too). named: false if the caller knows the owners hash is absent
--- (it is not read); lazy: the caller writes the waiters hash only if
--- someone is queued, so it is read only then.
+-- stored limit, nil if none), admin (SetSemaphoreLimit set it), ttl (the
+-- stored limit's PTTL), extra (the weight weighted permits take beyond one
+-- each, which sem_drop, sem_purge and sem_admit keep up to date, and
+-- sem_settle stores), queued (the queue's length), owners (the owner set's
+-- size, which sem_drop and sem_purge keep up to date), named (the owners
+-- hash's size, which they keep too). named: false if the caller knows the
+-- owners hash is absent (it is not read); lazy: the caller writes the
+-- waiters hash only if someone is queued, so it is read only then.
 local function sem_read(k, named, lazy)
   local last, err = counter_read(k.counter)
   if err then return nil, err end
-  local limit = redis.call('GET', k.limit)
-  if limit and not string.match(limit, '^%d+$') then
-    return nil, redis.error_reply('ERR atomicredis: ' .. k.limit .. ' does not hold a number')
+  local raw = redis.call('GET', k.limit)
+  local limit, extra
+  if raw then
+    limit, extra = string.match(raw, '^(%d+) ?(%d*)$')
+    if not limit then
+      return nil, redis.error_reply('ERR atomicredis: ' .. k.limit .. ' does not hold a number')
+    end
   end
-  local st = {last = last, limit = tonumber(limit), admin = false, named = 0}
-  if limit then
-    st.admin = redis.call('PTTL', k.limit) > 0
+  local st = {last = last, limit = limit and tonumber(limit), admin = false, named = 0, extra = extra and tonumber(extra) or 0}
+  if raw then
+    st.ttl = redis.call('PTTL', k.limit)
+    st.admin = st.ttl > 0
   end
   st.queued = redis.call('ZCARD', k.q)
   if st.queued > 0 or not lazy then
@@ -38,59 +69,107 @@ local function sem_read(k, named, lazy)
   st.owners = redis.call('ZCARD', k.owner)
   if named ~= false then
     st.named = redis.call('HLEN', k.owners)
+    if not raw and st.named > 0 then
+      st.extra = sem_weighs(k)
+    end
   end
+  st.extra0 = st.extra
   return st
 end
 
--- sem_purge drops timed-out permits (and their Owners), then the same ids
--- from the owner set (ZINTERSTORE with weights 1, 0 keeps the owner set's
--- counters) when the two sets differ in size, and counts the live ones
--- into st.held.
+-- sem_unweigh forgets the weight of permit id, if it has one.
+local function sem_unweigh(k, st, id)
+  local w = redis.call('HGET', k.owners, 'w:' .. id)
+  if w then
+    st.named = st.named - redis.call('HDEL', k.owners, 'w:' .. id)
+    st.extra = st.extra - (tonumber(w) - 1)
+  end
+end
+
+-- sem_purge drops timed-out permits (and their Owners and weights), then
+-- the same ids from the owner set (ZINTERSTORE with weights 1, 0 keeps the
+-- owner set's counters) when the two sets differ in size, and counts the
+-- weight the live ones hold into st.held.
 local function sem_purge(k, st, now)
   if st.named > 0 then
     local gone = redis.call('ZRANGEBYSCORE', k.timeouts, '-inf', now)
     for i = 1, #gone, 1000 do -- unpack takes a bounded number of values
       st.named = st.named - redis.call('HDEL', k.owners, unpack(gone, i, math.min(i + 999, #gone)))
     end
+    if st.extra > 0 then
+      for _, id in ipairs(gone) do
+        sem_unweigh(k, st, id)
+      end
+    end
   end
   redis.call('ZREMRANGEBYSCORE', k.timeouts, '-inf', now)
-  st.held = redis.call('ZCARD', k.timeouts)
-  if st.held ~= st.owners then
+  local n = redis.call('ZCARD', k.timeouts)
+  if n ~= st.owners then
     redis.call('ZINTERSTORE', k.owner, 2, k.owner, k.timeouts, 'WEIGHTS', 1, 0)
-    st.owners = st.held
+    st.owners = n
   end
+  st.held = n + st.extra
 end
 
--- sem_admit gives free slots under limit to live waiters in queue order.
--- Each gets a permit that lasts until its queue entry's deadline (it
--- extends it when it confirms), with the Owner its entry carries, and is
--- woken, except caller, whose own script replies: sem_admit returns
--- caller's counter if caller was admitted.
+-- sem_weigh stores weight with a permit just granted to token, if above 1.
+local function sem_weigh(k, st, token, weight)
+  if weight > 1 then
+    st.named = st.named + redis.call('HSET', k.owners, 'w:' .. token, weight)
+    st.extra = st.extra + weight - 1
+  end
+  st.held = st.held + weight
+end
+
+-- sem_admit gives free slots under limit to live waiters in queue order,
+-- strictly: a head whose weight does not fit in what is free waits, and
+-- so does everyone behind it. Each gets a permit that lasts until its
+-- queue entry's deadline (it extends it when it confirms), with the Owner
+-- and weight its entry carries, and is woken, except caller, whose own
+-- script replies. A head heavier than limit leaves the queue, woken to
+-- look again (its acquire script refuses it). sem_admit returns caller's
+-- counter if caller was admitted, and whether a live waiter was left at
+-- the head (blocked): then nobody else may be admitted.
 local function sem_admit(k, st, limit, now, caller, retention, wake)
   local got
   while st.queued > 0 and st.held < limit do
-    local head, deadline, engine, arrival, owner = q_head(k.q, k.w, now)
+    local head, deadline, engine, arrival, owner, weight = q_head(k.q, k.w, now)
     if not head then break end
-    q_leave(k.q, k.w, head)
-    st.last = counter_next(k.counter, st.last, retention)
-    redis.call('ZADD', k.timeouts, deadline, head)
-    redis.call('ZADD', k.owner, fmt(st.last), head)
-    if owner then
-      st.named = st.named + redis.call('HSET', k.owners, head, owner)
-    end
-    st.held = st.held + 1
-    if head == caller then
-      got = st.last
+    if weight > limit then
+      q_leave(k.q, k.w, head)
+      q_wake(wake, engine, head, 0, arrival)
+    elseif st.held + weight > limit then
+      return got, true
     else
-      q_wake(wake, engine, head, st.last, arrival)
+      q_leave(k.q, k.w, head)
+      st.last = counter_next(k.counter, st.last, retention)
+      redis.call('ZADD', k.timeouts, deadline, head)
+      redis.call('ZADD', k.owner, fmt(st.last), head)
+      if owner then
+        st.named = st.named + redis.call('HSET', k.owners, head, owner)
+      end
+      sem_weigh(k, st, head, weight)
+      if head == caller then
+        got = st.last
+      else
+        q_wake(wake, engine, head, st.last, arrival)
+      end
     end
   end
-  return got
+  return got, false
+end
+
+-- sem_limit is what the limit key holds: limit, then the extra weight if
+-- any.
+local function sem_limit(st, limit)
+  if st.extra > 0 then
+    return fmt(limit) .. ' ' .. fmt(st.extra)
+  end
+  return fmt(limit)
 end
 
 -- sem_settle runs after permits left: the freed slots go to waiters, and a
 -- limit an acquisition stored goes with the last holder (as do any Owners
--- left).
+-- left); else the stored limit keeps the extra weight, and its expiry.
 local function sem_settle(k, st, now, retention, wake)
   if st.limit then
     sem_admit(k, st, st.limit, now, nil, retention, wake)
@@ -101,17 +180,26 @@ local function sem_settle(k, st, now, retention, wake)
   end
   if st.limit and st.held == 0 and not st.admin then
     redis.call('DEL', k.limit)
+  elseif st.limit and st.extra ~= st.extra0 then
+    if st.admin then
+      redis.call('SET', k.limit, sem_limit(st, st.limit), 'PX', st.ttl)
+    else
+      redis.call('SET', k.limit, sem_limit(st, st.limit))
+    end
   end
 end
 
--- sem_drop removes a permit (and its Owner), returning whether it was
--- live.
+-- sem_drop removes a permit (and its Owner and weight), returning whether
+-- it was live.
 local function sem_drop(k, st, token, now)
   local deadline = redis.call('ZSCORE', k.timeouts, token)
   redis.call('ZREM', k.timeouts, token)
   st.owners = st.owners - redis.call('ZREM', k.owner, token)
   if st.named > 0 then
     st.named = st.named - redis.call('HDEL', k.owners, token)
+    if st.extra > 0 then
+      sem_unweigh(k, st, token)
+    end
   end
   return deadline and tonumber(deadline) > now
 end

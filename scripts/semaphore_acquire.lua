@@ -64,16 +64,19 @@ if not c and not blocked and st.held + weight <= limit then -- room, and no live
   st.last = counter_next(k.counter, st.last, ARGV[5])
   c = st.last
   redis.call('ZADD', k.owner, fmt(c), token)
-  sem_weigh(k, st, token, weight)
+  if weight > 1 then
+    st.named = st.named + redis.call('HSET', k.owners, 'w:' .. token, weight)
+    st.extra = st.extra + weight - 1
+  end
+  st.held = st.held + weight
 end
-if st.held > 0 and not st.limit then
-  redis.call('SET', k.limit, sem_limit(st, limit))
-elseif st.limit and st.extra ~= st.extra0 then -- the weight held beyond one each changed: the limit keeps it
+if (st.limit and st.extra ~= st.extra0) or (st.held > 0 and not st.limit) then -- the limit (with the extra weight) to store
+  local v = st.extra > 0 and fmt(limit) .. ' ' .. fmt(st.extra) or fmt(limit)
   local keep = st.admin and (c and ARGV[5] or st.ttl)
   if keep then
-    redis.call('SET', k.limit, sem_limit(st, st.limit), 'PX', keep)
+    redis.call('SET', k.limit, v, 'PX', keep)
   else
-    redis.call('SET', k.limit, sem_limit(st, st.limit))
+    redis.call('SET', k.limit, v)
   end
 elseif c and st.admin then
   redis.call('PEXPIRE', k.limit, ARGV[5])

@@ -28,7 +28,7 @@ if st.queued > 0 and st.limit and limit < st.limit then
   end
 end
 st.limit, st.admin, st.ttl = limit, true, tonumber(ARGV[2])
-redis.call('SET', k.limit, sem_limit(st, limit), 'PX', ARGV[2])
+redis.call('SET', k.limit, st.extra > 0 and fmt(limit) .. ' ' .. fmt(st.extra) or fmt(limit), 'PX', ARGV[2])
 sem_purge(k, st, now)
 sem_settle(k, st, now, ARGV[2], ARGV[3])
 return st.held

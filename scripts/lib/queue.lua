@@ -60,10 +60,14 @@ end
 local function q_entry(w, token)
   local e = redis.call('HGET', w, token)
   if not e then return nil end
-  local deadline, weight, engine, owner = string.match(e, '^(%d+)w?(%d*) (%S+) ?(.*)$')
-  if not deadline then return nil end
+  local deadline, engine, owner = string.match(e, '^(%d+) (%S+) ?(.*)$')
+  local weight = 1
+  if not deadline then -- a semaphore's waiter of weight above 1
+    deadline, weight, engine, owner = string.match(e, '^(%d+)w(%d+) (%S+) ?(.*)$')
+    weight = tonumber(weight)
+  end
   if owner == '' then owner = nil end
-  return tonumber(deadline), engine, owner, tonumber(weight) or 1
+  return tonumber(deadline), engine, owner, weight
 end
 
 local function q_leave(q, w, token)

@@ -21,20 +21,10 @@
 -- A semaphore whose permits store no Owner and weigh 1 pays nothing for
 -- either: the owners hash is read (HLEN) only where it may hold something,
 -- and written only where st.named, its size, says it does; weights are
--- read only where st.extra says some are held.
-
--- sem_weighs sums the extra weight the weighted permits in the owners
--- hash take (nil if none): what a stored limit that went (an expiry while
--- permits were held) no longer says.
-local function sem_weighs(k)
-  local all, extra = redis.call('HGETALL', k.owners), 0
-  for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'w:' then
-      extra = extra + tonumber(all[i + 1]) - 1
-    end
-  end
-  return extra
-end
+-- read only where st.extra says some are held. (Weights are handled
+-- inline, not in functions of their own: every local function is a
+-- closure made on every run of every script that carries it, which
+-- measurably slowed the weight-1 path.)
 
 -- sem_read reads every key a script may write (but the abandon mark) before
 -- its first write, and returns the state: last (the counter), limit (the
@@ -50,40 +40,37 @@ local function sem_read(k, named, lazy)
   local last, err = counter_read(k.counter)
   if err then return nil, err end
   local raw = redis.call('GET', k.limit)
-  local limit, extra
+  local limit, extra, ttl
   if raw then
-    limit, extra = string.match(raw, '^(%d+) ?(%d*)$')
+    limit = string.match(raw, '^%d+$') -- the limit alone; with weights held, "limit extra"
+    if not limit then
+      limit, extra = string.match(raw, '^(%d+) (%d+)$')
+    end
     if not limit then
       return nil, redis.error_reply('ERR atomicredis: ' .. k.limit .. ' does not hold a number')
     end
+    ttl = redis.call('PTTL', k.limit)
   end
-  local st = {last = last, limit = limit and tonumber(limit), admin = false, named = 0, extra = extra and tonumber(extra) or 0}
-  if raw then
-    st.ttl = redis.call('PTTL', k.limit)
-    st.admin = st.ttl > 0
-  end
-  st.queued = redis.call('ZCARD', k.q)
-  if st.queued > 0 or not lazy then
+  extra = extra and tonumber(extra) or 0
+  local queued = redis.call('ZCARD', k.q)
+  if queued > 0 or not lazy then
     redis.call('HLEN', k.w)
   end
-  st.owners = redis.call('ZCARD', k.owner)
+  local owners, size = redis.call('ZCARD', k.owner), 0
   if named ~= false then
-    st.named = redis.call('HLEN', k.owners)
-    if not raw and st.named > 0 then
-      st.extra = sem_weighs(k)
+    size = redis.call('HLEN', k.owners)
+    if not raw and size > 0 then -- the limit went while permits were held: count their weights again
+      local all = redis.call('HGETALL', k.owners)
+      for i = 1, #all, 2 do
+        if string.sub(all[i], 1, 2) == 'w:' then
+          extra = extra + tonumber(all[i + 1]) - 1
+        end
+      end
     end
   end
-  st.extra0 = st.extra
-  return st
-end
-
--- sem_unweigh forgets the weight of permit id, if it has one.
-local function sem_unweigh(k, st, id)
-  local w = redis.call('HGET', k.owners, 'w:' .. id)
-  if w then
-    st.named = st.named - redis.call('HDEL', k.owners, 'w:' .. id)
-    st.extra = st.extra - (tonumber(w) - 1)
-  end
+  -- one table with every field, made at once
+  return {last = last, limit = limit and tonumber(limit), admin = raw and ttl > 0, ttl = ttl, queued = queued,
+    owners = owners, named = size, extra = extra, extra0 = extra, held = 0}
 end
 
 -- sem_purge drops timed-out permits (and their Owners and weights), then
@@ -96,9 +83,13 @@ local function sem_purge(k, st, now)
     for i = 1, #gone, 1000 do -- unpack takes a bounded number of values
       st.named = st.named - redis.call('HDEL', k.owners, unpack(gone, i, math.min(i + 999, #gone)))
     end
-    if st.extra > 0 then
+    if st.extra > 0 then -- and their weights
       for _, id in ipairs(gone) do
-        sem_unweigh(k, st, id)
+        local w = redis.call('HGET', k.owners, 'w:' .. id)
+        if w then
+          st.named = st.named - redis.call('HDEL', k.owners, 'w:' .. id)
+          st.extra = st.extra - (tonumber(w) - 1)
+        end
       end
     end
   end
@@ -109,15 +100,6 @@ local function sem_purge(k, st, now)
     st.owners = n
   end
   st.held = n + st.extra
-end
-
--- sem_weigh stores weight with a permit just granted to token, if above 1.
-local function sem_weigh(k, st, token, weight)
-  if weight > 1 then
-    st.named = st.named + redis.call('HSET', k.owners, 'w:' .. token, weight)
-    st.extra = st.extra + weight - 1
-  end
-  st.held = st.held + weight
 end
 
 -- sem_admit gives free slots under limit to live waiters in queue order,
@@ -147,7 +129,11 @@ local function sem_admit(k, st, limit, now, caller, retention, wake)
       if owner then
         st.named = st.named + redis.call('HSET', k.owners, head, owner)
       end
-      sem_weigh(k, st, head, weight)
+      if weight > 1 then
+        st.named = st.named + redis.call('HSET', k.owners, 'w:' .. head, weight)
+        st.extra = st.extra + weight - 1
+      end
+      st.held = st.held + weight
       if head == caller then
         got = st.last
       else
@@ -156,15 +142,6 @@ local function sem_admit(k, st, limit, now, caller, retention, wake)
     end
   end
   return got, false
-end
-
--- sem_limit is what the limit key holds: limit, then the extra weight if
--- any.
-local function sem_limit(st, limit)
-  if st.extra > 0 then
-    return fmt(limit) .. ' ' .. fmt(st.extra)
-  end
-  return fmt(limit)
 end
 
 -- sem_settle runs after permits left: the freed slots go to waiters, and a
@@ -180,11 +157,12 @@ local function sem_settle(k, st, now, retention, wake)
   end
   if st.limit and st.held == 0 and not st.admin then
     redis.call('DEL', k.limit)
-  elseif st.limit and st.extra ~= st.extra0 then
+  elseif st.limit and st.extra ~= st.extra0 then -- the limit keeps the extra weight
+    local v = st.extra > 0 and fmt(st.limit) .. ' ' .. fmt(st.extra) or fmt(st.limit)
     if st.admin then
-      redis.call('SET', k.limit, sem_limit(st, st.limit), 'PX', st.ttl)
+      redis.call('SET', k.limit, v, 'PX', st.ttl)
     else
-      redis.call('SET', k.limit, sem_limit(st, st.limit))
+      redis.call('SET', k.limit, v)
     end
   end
 end
@@ -197,8 +175,10 @@ local function sem_drop(k, st, token, now)
   st.owners = st.owners - redis.call('ZREM', k.owner, token)
   if st.named > 0 then
     st.named = st.named - redis.call('HDEL', k.owners, token)
-    if st.extra > 0 then
-      sem_unweigh(k, st, token)
+    local w = st.extra > 0 and redis.call('HGET', k.owners, 'w:' .. token)
+    if w then
+      st.named = st.named - redis.call('HDEL', k.owners, 'w:' .. token)
+      st.extra = st.extra - (tonumber(w) - 1)
     end
   end
   return deadline and tonumber(deadline) > now

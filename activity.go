@@ -450,8 +450,19 @@ func (e *Engine) activity(group string, id int64) (object, error) {
 // *redis.Pool whose MaxActive is small, so that one call cannot exhaust
 // it), and returns the first error, which ends the other calls' contexts.
 func (e *Engine) eachShard(ctx context.Context, obj object, jobs []int64, f func(context.Context, int64) error) error {
-	if len(jobs) == 1 {
-		return f(ctx, jobs[0])
+	return eachJob(ctx, e, obj, jobs, func(ctx context.Context, j int64) ([]int64, error) { return nil, f(ctx, j) })
+}
+
+// eachJob runs f for every job and every job f returns, as eachShard: a
+// count's partitions plan the scripts that count them, and these run
+// beside the other partitions' planning and scripts.
+func eachJob[J any](ctx context.Context, e *Engine, obj object, jobs []J, f func(context.Context, J) ([]J, error)) error {
+	if len(jobs) == 1 { // the common mark: no goroutine
+		more, err := f(ctx, jobs[0])
+		if err != nil || len(more) == 0 {
+			return err
+		}
+		jobs = more
 	}
 	limit := activeParallel
 	if p, ok := e.pool.(*redis.Pool); ok && p.MaxActive > 0 {
@@ -460,26 +471,48 @@ func (e *Engine) eachShard(ctx context.Context, obj object, jobs []int64, f func
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
+		mu      sync.Mutex
+		changed = sync.NewCond(&mu)
+		queue   = slices.Clone(jobs)
+		running int
+		first   error
+		wg      sync.WaitGroup
 	)
-	slots := make(chan struct{}, limit)
-	for i, j := range jobs {
-		slots <- struct{}{}
-		if err := ctx.Err(); err != nil {
-			once.Do(func() {
-				first = obj.errorf("%d of %d scripts not run: %w", len(jobs)-i, len(jobs), err)
-			})
-			break
-		}
-		wg.Add(1)
-		go func(j int64) {
-			defer func() { <-slots; wg.Done() }()
-			if err := f(ctx, j); err != nil {
-				once.Do(func() { first = err; cancel() })
+	work := func() {
+		defer wg.Done()
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			for len(queue) == 0 && running > 0 && first == nil {
+				changed.Wait()
 			}
-		}(j)
+			if first == nil && len(queue) > 0 {
+				if err := ctx.Err(); err != nil {
+					first = obj.errorf("%d scripts not run: %w", len(queue), err)
+				}
+			}
+			if first != nil || len(queue) == 0 {
+				changed.Broadcast()
+				return
+			}
+			j := queue[0]
+			queue = queue[1:]
+			running++
+			mu.Unlock()
+			more, err := f(ctx, j)
+			mu.Lock()
+			running--
+			queue = append(queue, more...)
+			if err != nil && first == nil {
+				first = err
+				cancel()
+			}
+			changed.Broadcast()
+		}
+	}
+	wg.Add(limit)
+	for range limit {
+		go work()
 	}
 	wg.Wait()
 	return first

@@ -254,6 +254,34 @@ func activityOracle(t *testing.T, s *testserver.Server) {
 			t.Errorf("scratch key %q left behind", k)
 		}
 	}
+	checkBucketCounts(t, s)
+}
+
+// checkBucketCounts checks that every directory counts its buckets ('b'):
+// the sets of its partition and period. Counts trust a directory whose
+// count is 0 to hold dense shards alone.
+func checkBucketCounts(t *testing.T, s *testserver.Server) {
+	t.Helper()
+	sets, dirs := map[string]int{}, map[string]bool{}
+	for _, k := range s.Keys(t) {
+		tag, rest, ok := strings.Cut(k, "}")
+		if !ok || !strings.Contains(tag, "act:{") {
+			continue
+		}
+		period := rest[strings.LastIndex(rest, ":")+1:]
+		dir := tag + "}:" + period
+		if typ, _ := redis.String(s.Do("TYPE", k)); typ == "set" {
+			sets[dir]++
+		} else if k == dir {
+			dirs[dir] = true
+		}
+	}
+	for dir := range dirs {
+		b, err := redis.Int(s.Do("HGET", dir, "b"))
+		if b != sets[dir] || err != nil {
+			t.Errorf("%s counts %d buckets (%v), holds %d", dir, b, err, sets[dir])
+		}
+	}
 }
 
 // dirOf is a partition's directory for a period.
@@ -327,6 +355,7 @@ func TestActivityThresholds(t *testing.T) {
 		if n := splits(); n != 40-4+1 { // the path from the partition's root to the shard, 4..40
 			t.Errorf("dense: %d split nodes, want the shard's path only (37)", n)
 		}
+		checkBucketCounts(t, s)
 		if ks := s.Keys(t); len(ks) != 3 { // the index, the directory, the bitmap
 			t.Errorf("dense: keys %q, want the index, the directory and the bitmap", ks)
 		}

@@ -11,7 +11,8 @@
 -- ARGV[4..] three values an id: h's high and low 32 bits, and the member
 --   (h - 2^63 in decimal)
 -- reply: {-1} if the directory was absent and ARGV[1] is -1 (nothing
---   written); else {0, i...}: the positions (1-based) of ids whose shard is
+--   written); else {deadline, i...}: the period's deadline (ms since the
+--   epoch, 0 for none), then the positions (1-based) of ids whose shard is
 --   dense, one a shard.
 --
 -- Every key the period makes here expires at the deadline that the
@@ -146,7 +147,7 @@ local function densify(shard, hi, lo, resb)
 end
 
 -- A batch comes sorted by h: the leaf of the id before is tried first.
-local dense, seen, last = {0}, {}, nil
+local dense, seen, last = {tonumber(deadline)}, {}, nil
 for i = 4, #ARGV, 3 do
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
   local d, node, v

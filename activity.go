@@ -57,12 +57,21 @@ const activeParallel = 8
 const activeBatch = 10_000
 
 // shardRef is what an engine remembers of a group's period: partition n
-// is in its index, or (dense) shard n is a bitmap.
+// is in its index (refIndexed), shard n is a bitmap (refDense), or v3's
+// key of shard n is guarded (refGuarded).
 type shardRef struct {
 	group, period string
 	n             int64
-	dense         bool
+	kind          refKind
 }
+
+type refKind uint8
+
+const (
+	refIndexed refKind = iota
+	refDense
+	refGuarded
+)
 
 // place is where an id lives: h = perm(shard) << 23 | offset, whose top 4
 // bits are the partition.
@@ -222,7 +231,7 @@ func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64)
 		return err
 	}
 	pl := placeOf(id)
-	if ref := (shardRef{group, period, pl.shard, true}); e.remembers(ref) {
+	if ref := (shardRef{group, period, pl.shard, refDense}); e.remembers(ref) {
 		key := leafKey(obj.partPrefix(pl.part()), nodeOf(pl.h, 41), period)
 		n, err := redis.Int64(e.eval(ctx, obj, scriptBitsMark, key, -1, pl.offset))
 		if err != nil || n >= 0 {
@@ -261,7 +270,7 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 	var jobs, fresh []int64 // jobs: a partition p as -1-p, a dense shard as itself
 	for _, id := range ids {
 		pl := placeOf(id)
-		if e.remembers(shardRef{group, period, pl.shard, true}) {
+		if e.remembers(shardRef{group, period, pl.shard, refDense}) {
 			if dense[pl.shard] == nil {
 				jobs = append(jobs, pl.shard)
 			}
@@ -271,7 +280,7 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 		p := int64(pl.part())
 		if parts[p] == nil {
 			jobs = append(jobs, -1-p)
-			if !e.remembers(shardRef{group, period, p, false}) {
+			if !e.remembers(shardRef{group, period, p, refIndexed}) {
 				fresh = append(fresh, p)
 			}
 		}
@@ -306,7 +315,7 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 // created, so that one that is gone (its period ended, its index was lost)
 // is indexed again before it is made anew.
 func (e *Engine) markPart(ctx context.Context, obj object, period string, part int, places []place, deadline int64) error {
-	if deadline < 0 && !e.remembers(shardRef{obj.name, period, int64(part), false}) {
+	if deadline < 0 && !e.remembers(shardRef{obj.name, period, int64(part), refIndexed}) {
 		d, err := e.indexParts(ctx, obj, period, int64(part))
 		if err != nil {
 			return err
@@ -332,10 +341,55 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 			return err
 		}
 		for _, i := range reply[1:] {
-			e.remember(shardRef{obj.name, period, batch[i-1].shard, true})
+			e.remember(shardRef{obj.name, period, batch[i-1].shard, refDense})
+		}
+		if err := e.guardV3(ctx, obj, period, reply[0], batch, reply[1:]); err != nil {
+			return err
 		}
 	}
 	return nil
+}
+
+// activeGuardShards bounds the shards whose v3 key guardV3 makes from their
+// first mark: v3 made every shard a 1 MiB bitmap a period, so its groups'
+// ids lay in the first few thousand shards (ids below 3.4e10 here).
+const activeGuardShards = 1 << 12
+
+// guardV3 makes v3's key of the places' shards below activeGuardShards, and
+// of the dense ones (positions in places, from 1), a hash (act_guard), so
+// that a v3 engine's IsActive there fails with WRONGTYPE: once per engine,
+// period and shard. v3's other calls read the period's index first, which
+// fails them.
+func (e *Engine) guardV3(ctx context.Context, obj object, period string, deadline int64, places []place, dense []int64) error {
+	var shards []int64
+	add := func(s int64) {
+		if !slices.Contains(shards, s) && !e.remembers(shardRef{obj.name, period, s, refGuarded}) {
+			shards = append(shards, s)
+		}
+	}
+	last := int64(-1)
+	for _, pl := range places {
+		if pl.shard < activeGuardShards && pl.shard != last {
+			add(pl.shard)
+			last = pl.shard
+		}
+	}
+	for _, i := range dense {
+		add(places[i-1].shard)
+	}
+	for _, s := range shards {
+		if _, err := e.eval(ctx, obj, scriptActGuard, obj.v3ShardKey(s, period), deadline); err != nil {
+			return err
+		}
+		e.remember(shardRef{obj.name, period, s, refGuarded})
+	}
+	return nil
+}
+
+// v3ShardKey is v3's bitmap key of a shard for a period,
+// <ns>bits:{<group>:<shard>}:<period>, which v4 keeps a hash (guardV3).
+func (o object) v3ShardKey(shard int64, period string) string {
+	return o.ns + "bits:{" + o.name + ":" + strconv.FormatInt(shard, 10) + "}:" + period
 }
 
 // markDense sets places' bits in one shard that the engine remembers as
@@ -370,7 +424,7 @@ func (e *Engine) markDense(ctx context.Context, obj object, period string, place
 	if err != nil || n >= 0 {
 		return err
 	}
-	e.forget(shardRef{obj.name, period, pl.shard, true})
+	e.forget(shardRef{obj.name, period, pl.shard, refDense})
 	return e.markPart(ctx, obj, period, pl.part(), places, -1)
 }
 
@@ -388,7 +442,7 @@ func (e *Engine) indexParts(ctx context.Context, obj object, period string, part
 		return 0, err
 	}
 	for _, p := range parts {
-		e.remember(shardRef{obj.name, period, p, false})
+		e.remember(shardRef{obj.name, period, p, refIndexed})
 	}
 	return deadline, nil
 }
@@ -450,8 +504,19 @@ func (e *Engine) activity(group string, id int64) (object, error) {
 // *redis.Pool whose MaxActive is small, so that one call cannot exhaust
 // it), and returns the first error, which ends the other calls' contexts.
 func (e *Engine) eachShard(ctx context.Context, obj object, jobs []int64, f func(context.Context, int64) error) error {
-	if len(jobs) == 1 {
-		return f(ctx, jobs[0])
+	return eachJob(ctx, e, obj, jobs, func(ctx context.Context, j int64) ([]int64, error) { return nil, f(ctx, j) })
+}
+
+// eachJob runs f for every job and every job f returns, as eachShard: a
+// count's partitions plan the scripts that count them, and these run
+// beside the other partitions' planning and scripts.
+func eachJob[J any](ctx context.Context, e *Engine, obj object, jobs []J, f func(context.Context, J) ([]J, error)) error {
+	if len(jobs) == 1 { // the common mark: no goroutine
+		more, err := f(ctx, jobs[0])
+		if err != nil || len(more) == 0 {
+			return err
+		}
+		jobs = more
 	}
 	limit := activeParallel
 	if p, ok := e.pool.(*redis.Pool); ok && p.MaxActive > 0 {
@@ -460,26 +525,48 @@ func (e *Engine) eachShard(ctx context.Context, obj object, jobs []int64, f func
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var (
-		wg    sync.WaitGroup
-		once  sync.Once
-		first error
+		mu      sync.Mutex
+		changed = sync.NewCond(&mu)
+		queue   = slices.Clone(jobs)
+		running int
+		first   error
+		wg      sync.WaitGroup
 	)
-	slots := make(chan struct{}, limit)
-	for i, j := range jobs {
-		slots <- struct{}{}
-		if err := ctx.Err(); err != nil {
-			once.Do(func() {
-				first = obj.errorf("%d of %d scripts not run: %w", len(jobs)-i, len(jobs), err)
-			})
-			break
-		}
-		wg.Add(1)
-		go func(j int64) {
-			defer func() { <-slots; wg.Done() }()
-			if err := f(ctx, j); err != nil {
-				once.Do(func() { first = err; cancel() })
+	work := func() {
+		defer wg.Done()
+		mu.Lock()
+		defer mu.Unlock()
+		for {
+			for len(queue) == 0 && running > 0 && first == nil {
+				changed.Wait()
 			}
-		}(j)
+			if first == nil && len(queue) > 0 {
+				if err := ctx.Err(); err != nil {
+					first = obj.errorf("%d scripts not run: %w", len(queue), err)
+				}
+			}
+			if first != nil || len(queue) == 0 {
+				changed.Broadcast()
+				return
+			}
+			j := queue[0]
+			queue = queue[1:]
+			running++
+			mu.Unlock()
+			more, err := f(ctx, j)
+			mu.Lock()
+			running--
+			queue = append(queue, more...)
+			if err != nil && first == nil {
+				first = err
+				cancel()
+			}
+			changed.Broadcast()
+		}
+	}
+	wg.Add(limit)
+	for range limit {
+		go work()
 	}
 	wg.Wait()
 	return first

@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 
@@ -12,7 +13,7 @@ import (
 // periods. It reads the periods' indexes (one round trip), then each
 // partition used in any of them: its tries (one round trip), then its ids
 // in scripts of a few ms each (SUNIONSTORE of sets, BITOP OR of bitmaps),
-// at most 8 partitions at once, in parallel across a cluster's nodes, and
+// at most 8 scripts at once, in parallel across a cluster's nodes, and
 // adds up. Counts are exact. Each script's part is counted atomically;
 // marks made during the count may or may not be in it. At least one period
 // is required.
@@ -65,11 +66,18 @@ func (e *Engine) countActive(ctx context.Context, group, op string, periods []st
 	if err != nil {
 		return 0, err
 	}
+	jobs := make([]countJob, len(parts))
+	for i, p := range parts {
+		jobs[i].part = int(p)
+	}
 	var total atomic.Int64
-	err = e.eachShard(ctx, obj, parts, func(ctx context.Context, p int64) error {
-		n, err := e.countPart(ctx, obj, op, int(p), distinct)
+	err = eachJob(ctx, e, obj, jobs, func(ctx context.Context, j countJob) ([]countJob, error) {
+		if j.script == nil {
+			return e.planPart(ctx, obj, op, j.part, distinct)
+		}
+		n, err := redis.Int64(e.eval(ctx, obj, scriptActCount, j.script...))
 		total.Add(n)
-		return err
+		return nil, err
 	})
 	if err != nil {
 		return 0, err
@@ -77,10 +85,114 @@ func (e *Engine) countActive(ctx context.Context, group, op string, periods []st
 	return total.Load(), nil
 }
 
+// countJob is a partition to plan (script nil), or one of the count
+// scripts its plan makes: act_count's key count, keys and arguments.
+type countJob struct {
+	part   int
+	script []any
+}
+
+// planPart reads one partition's tries in the periods and returns the
+// scripts that count it: the tries are aligned into units (the children of
+// the nodes split in every period, each covering the same range of h in
+// every period), packed into scripts of at most activeBudget each.
+func (e *Engine) planPart(ctx context.Context, obj object, op string, part int, periods []string) ([]countJob, error) {
+	prefix := obj.partPrefix(part)
+	args := make([]any, 0, 1+len(periods))
+	args = append(args, len(periods))
+	for _, p := range periods {
+		args = append(args, dirKey(prefix, p))
+	}
+	reply, err := redis.Values(e.eval(ctx, obj, scriptActDirs, args...))
+	if err != nil {
+		return nil, err
+	}
+	plan := countPlan{op: op, part: part, prefix: prefix}
+	for i, r := range reply {
+		fields, ok := r.([]any)
+		if !ok { // no directory: the period has no id here
+			if op == "AND" {
+				return nil, nil
+			}
+			continue
+		}
+		t, err := readTrie(fields)
+		if err != nil {
+			return nil, obj.errorf("partition %d, period %q: %w", part, periods[i], err)
+		}
+		plan.tries = append(plan.tries, t)
+		plan.periods = append(plan.periods, periods[i])
+	}
+	if len(plan.tries) == 0 {
+		return nil, nil
+	}
+	plan.walk(trieNode{4, uint64(part)})
+	plan.flush()
+	return plan.jobs, nil
+}
+
 // trie is one period's trie in a partition, as its directory tells it:
 // split nodes, dense shards, and empty leaves (no key).
 type trie struct {
 	split, dense, empty map[trieNode]bool
+}
+
+// readTrie reads a directory as act_dirs returns it: every field, or '*'
+// and the dense shards alone, whose paths are then the whole trie.
+func readTrie(fields []any) (trie, error) {
+	t := trie{map[trieNode]bool{}, map[trieNode]bool{}, map[trieNode]bool{}}
+	if s, _ := redis.String(fields[0], nil); s == "*" {
+		dense, _ := redis.String(fields[1], nil)
+		return t, t.paths(strings.Fields(dense))
+	}
+	for j := 0; j+1 < len(fields); j += 2 {
+		name, _ := redis.String(fields[j], nil)
+		v, _ := redis.String(fields[j+1], nil)
+		switch name {
+		case "t", "b", "D": // the deadline, the buckets, the dense shards
+			continue
+		}
+		if strings.HasPrefix(name, "c") { // a shard's count
+			continue
+		}
+		n, ok := parseNode(name)
+		if !ok {
+			return trie{}, fmt.Errorf("directory names %q: %w", name, ErrInvalid)
+		}
+		switch v {
+		case "d":
+			t.dense[n] = true
+		case "s0", "s1": // the other half holds no id
+			t.split[n] = true
+			t.empty[n.children()[1-int(v[1]-'0')]] = true
+		default:
+			t.split[n] = true
+		}
+	}
+	return t, nil
+}
+
+// paths makes t the trie of a directory with no bucket: the dense shards,
+// their ancestors split, and every other child of those empty.
+func (t trie) paths(dense []string) error {
+	for _, name := range dense {
+		n, ok := parseNode(name)
+		if !ok || n.d != 41 {
+			return fmt.Errorf("directory names dense shard %q: %w", name, ErrInvalid)
+		}
+		t.dense[n] = true
+		for d := 4; d < n.d; d++ {
+			t.split[trieNode{d, n.p >> (n.d - d)}] = true
+		}
+	}
+	for n := range t.split {
+		for _, c := range n.children() {
+			if !t.split[c] && !t.dense[c] {
+				t.empty[c] = true
+			}
+		}
+	}
+	return nil
 }
 
 // unitPart is one period's share of a unit: buckets' keys, and dense
@@ -91,132 +203,86 @@ type unitPart struct {
 	dense   []trieNode
 }
 
-// countPart counts one partition: it reads the periods' tries, aligns
-// them into units (the children of the nodes split in every period, each
-// covering the same range of h in every period), and counts the units in
-// scripts of at most activeBudget each.
-func (e *Engine) countPart(ctx context.Context, obj object, op string, part int, periods []string) (int64, error) {
-	prefix := obj.partPrefix(part)
-	args := make([]any, 0, 1+len(periods))
-	args = append(args, len(periods))
-	for _, p := range periods {
-		args = append(args, dirKey(prefix, p))
+// countPlan packs a partition's units into act_count scripts of at most
+// activeBudget of estimated server time each.
+type countPlan struct {
+	op, prefix string
+	part       int
+	tries      []trie   // the periods with a directory here
+	periods    []string // their names
+	jobs       []countJob
+	keys, argv []any // the script being packed
+	cost       int
+}
+
+// walk adds the units under n: n's children if n is split in every period,
+// else n itself.
+func (c *countPlan) walk(n trieNode) {
+	all := n.d < 64
+	for _, t := range c.tries {
+		all = all && t.split[n]
 	}
-	reply, err := redis.Values(e.eval(ctx, obj, scriptActDirs, args...))
-	if err != nil {
-		return 0, err
+	if all {
+		for _, ch := range n.children() {
+			c.walk(ch)
+		}
+		return
 	}
-	var tries []trie
-	var present []string
-	for i, r := range reply {
-		nodes, ok := r.([]any)
-		if !ok { // no directory: the period has no id here
-			if op == "AND" {
-				return 0, nil
-			}
-			continue
-		}
-		t := trie{map[trieNode]bool{}, map[trieNode]bool{}, map[trieNode]bool{}}
-		for j := 0; j+1 < len(nodes); j += 2 {
-			name, _ := redis.String(nodes[j], nil)
-			v, _ := redis.String(nodes[j+1], nil)
-			if name == "t" || strings.HasPrefix(name, "c") { // the deadline, a shard's count
-				continue
-			}
-			n, ok := parseNode(name)
-			if !ok {
-				return 0, obj.errorf("partition %d, period %q: directory names %q: %w", part, periods[i], name, ErrInvalid)
-			}
-			switch v {
-			case "d":
-				t.dense[n] = true
-			case "s0", "s1": // the other half holds no id
-				t.split[n] = true
-				t.empty[n.children()[1-int(v[1]-'0')]] = true
-			default:
-				t.split[n] = true
-			}
-		}
-		tries = append(tries, t)
-		present = append(present, periods[i])
+	unit := make([]unitPart, len(c.tries))
+	for i, t := range c.tries {
+		t.collect(n, c.prefix, c.periods[i], &unit[i])
 	}
-	if len(tries) == 0 {
-		return 0, nil
+	c.add(unit)
+}
+
+// add packs one unit into the script being packed, after flushing it if
+// the unit would take it past the budget.
+func (c *countPlan) add(unit []unitPart) {
+	cost, mixed, used := 0, false, 0
+	for _, u := range unit {
+		if len(u.buckets)+len(u.bitmaps) == 0 && c.op == "AND" {
+			return // empty in one period: nothing in all
+		}
+		cost += activeBucketCost*len(u.buckets) + activeBitmapCost*len(u.bitmaps)
+		mixed = mixed || len(u.bitmaps) > 0
+		used += len(u.buckets) + len(u.bitmaps)
 	}
-	var (
-		total int64
-		keys  = []any{0, prefix + "~"}
-		argv  = []any{op}
-		cost  = 0
-	)
-	flush := func() error {
-		if cost == 0 {
-			return nil
-		}
-		keys[0] = len(keys) - 1
-		n, err := redis.Int64(e.eval(ctx, obj, scriptActCount, append(keys, argv...)...))
-		total += n
-		keys, argv, cost = keys[:2], argv[:1], 0
-		return err
+	if used == 0 { // empty in every period
+		return
 	}
-	var walk func(n trieNode) error
-	walk = func(n trieNode) error {
-		all := n.d < 64
-		for _, t := range tries {
-			all = all && t.split[n]
-		}
-		if all {
-			for _, c := range n.children() {
-				if err := walk(c); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-		var unit []unitPart
-		c, mixed, used := 0, false, 0
-		for i, t := range tries {
-			var u unitPart
-			t.collect(n, prefix, present[i], &u)
-			if len(u.buckets)+len(u.bitmaps) == 0 && op == "AND" {
-				return nil // empty in one period: nothing in all
-			}
-			unit = append(unit, u)
-			c += activeBucketCost*len(u.buckets) + activeBitmapCost*len(u.bitmaps)
-			mixed = mixed || len(u.bitmaps) > 0
-			used += len(u.buckets) + len(u.bitmaps)
-		}
-		if used == 0 { // empty in every period
-			return nil
-		}
-		if mixed {
-			for _, u := range unit {
-				c += activeMixedCost * len(u.buckets)
-			}
-		}
-		if cost > 0 && (cost+c > activeBudget || len(keys) > 1000) {
-			if err := flush(); err != nil {
-				return err
-			}
-		}
-		argv = append(argv, len(unit))
+	if mixed {
 		for _, u := range unit {
-			argv = append(argv, len(u.buckets), len(u.bitmaps))
-			for _, k := range u.buckets {
-				keys = append(keys, k)
-			}
-			for j, k := range u.bitmaps {
-				keys = append(keys, k)
-				argv = append(argv, u.dense[j].base())
-			}
+			cost += activeMixedCost * len(u.buckets)
 		}
-		cost += max(c, 1)
-		return nil
 	}
-	if err := walk(trieNode{4, uint64(part)}); err != nil {
-		return total, err
+	if c.cost > 0 && (c.cost+cost > activeBudget || len(c.keys) > 1000) {
+		c.flush()
 	}
-	return total, flush()
+	if c.cost == 0 {
+		c.keys, c.argv = []any{0, c.prefix + "~"}, []any{c.op}
+	}
+	c.argv = append(c.argv, len(unit))
+	for _, u := range unit {
+		c.argv = append(c.argv, len(u.buckets), len(u.bitmaps))
+		for _, k := range u.buckets {
+			c.keys = append(c.keys, k)
+		}
+		for j, k := range u.bitmaps {
+			c.keys = append(c.keys, k)
+			c.argv = append(c.argv, u.dense[j].base())
+		}
+	}
+	c.cost += max(cost, 1)
+}
+
+// flush ends the script being packed.
+func (c *countPlan) flush() {
+	if c.cost == 0 {
+		return
+	}
+	c.keys[0] = len(c.keys) - 1
+	c.jobs = append(c.jobs, countJob{part: c.part, script: append(c.keys, c.argv...)})
+	c.keys, c.argv, c.cost = nil, nil, 0
 }
 
 // collect adds to u the keys of the period's trie under n: a dense shard's

@@ -254,6 +254,34 @@ func activityOracle(t *testing.T, s *testserver.Server) {
 			t.Errorf("scratch key %q left behind", k)
 		}
 	}
+	checkBucketCounts(t, s)
+}
+
+// checkBucketCounts checks that every directory counts its buckets ('b'):
+// the sets of its partition and period. Counts trust a directory whose
+// count is 0 to hold dense shards alone.
+func checkBucketCounts(t *testing.T, s *testserver.Server) {
+	t.Helper()
+	sets, dirs := map[string]int{}, map[string]bool{}
+	for _, k := range s.Keys(t) {
+		tag, rest, ok := strings.Cut(k, "}")
+		if !ok || !strings.Contains(tag, "act:{") {
+			continue
+		}
+		period := rest[strings.LastIndex(rest, ":")+1:]
+		dir := tag + "}:" + period
+		if typ, _ := redis.String(s.Do("TYPE", k)); typ == "set" {
+			sets[dir]++
+		} else if k == dir {
+			dirs[dir] = true
+		}
+	}
+	for dir := range dirs {
+		b, err := redis.Int(s.Do("HGET", dir, "b"))
+		if b != sets[dir] || err != nil {
+			t.Errorf("%s counts %d buckets (%v), holds %d", dir, b, err, sets[dir])
+		}
+	}
 }
 
 // dirOf is a partition's directory for a period.
@@ -327,8 +355,9 @@ func TestActivityThresholds(t *testing.T) {
 		if n := splits(); n != 40-4+1 { // the path from the partition's root to the shard, 4..40
 			t.Errorf("dense: %d split nodes, want the shard's path only (37)", n)
 		}
-		if ks := s.Keys(t); len(ks) != 3 { // the index, the directory, the bitmap
-			t.Errorf("dense: keys %q, want the index, the directory and the bitmap", ks)
+		checkBucketCounts(t, s)
+		if ks := s.Keys(t); len(ks) != 4 { // the index, the directory, the bitmap, v3's key of the shard
+			t.Errorf("dense: keys %q, want the index, the directory, the bitmap and v3's guarded key", ks)
 		}
 	})
 }
@@ -344,7 +373,7 @@ func TestActivityReindexes(t *testing.T) {
 		if err := e.MarkActiveMany(ctx, "re", "p", dense...); err != nil {
 			t.Fatal(err)
 		}
-		if !e.remembers(shardRef{"re", "p", 0, true}) {
+		if !e.remembers(shardRef{"re", "p", 0, refDense}) {
 			t.Fatal("shard 0 is dense, the engine does not know")
 		}
 		for _, k := range s.Keys(t) {
@@ -367,7 +396,7 @@ func TestActivityReindexes(t *testing.T) {
 func TestActivityIndexMemory(t *testing.T) {
 	e := engine(testserver.Mini(t))
 	for i := 0; i < activeIndexMemory+100; i++ {
-		e.remember(shardRef{"mem", "p", int64(i), i%2 == 0})
+		e.remember(shardRef{"mem", "p", int64(i), []refKind{refDense, refIndexed}[i%2]})
 	}
 	if n := len(e.indexed); n != activeIndexMemory {
 		t.Errorf("%d remembered, want the bound %d", n, activeIndexMemory)
@@ -518,7 +547,9 @@ func TestActivityTTLOption(t *testing.T) {
 }
 
 // v3 and v4 meet each other's keys with WRONGTYPE, never a miscount: the
-// period's index has the same name and another type.
+// period's index has the same name and another type, and v3's key of a
+// shard, which v3's IsActive reads alone, is a hash where v3 could have
+// held ids.
 func TestActivityV3Meets(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
@@ -533,6 +564,27 @@ func TestActivityV3Meets(t *testing.T) {
 		_, err = e.eval(ctx, g, v3BitsShards, 1, g.indexKey("p"), "OR") // v3's count
 		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
 			t.Errorf("v3's count on v4's index: %v, want WRONGTYPE", err)
+		}
+		// v3's IsActive reads no index: v4 keeps v3's key of a shard a hash
+		// where v3 could have held ids (the first 4,096 shards) and where a
+		// shard is dense; v3's steady mark (SETBIT, no index) fails there too.
+		smallTries(t, 8, 64)
+		high := int64(activeGuardShards+3) * activeShardIDs
+		dense := make([]int64, 64)
+		for i := range dense {
+			dense[i] = high + int64(i)
+		}
+		edge := int64(activeShardIDs*(activeGuardShards-1) + 5) // the last shard guarded from its first mark
+		if err := e.MarkActiveMany(ctx, "v4", "p", append(dense, edge)...); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []int64{42, edge, high} {
+			if got, err := (v3{e}).isActive(ctx, "v4", "p", id); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("v3's IsActive(%d) on v4's group: %v, %v; want WRONGTYPE", id, got, err)
+			}
+			if err := (v3{e}).mark(ctx, "v4", "p", id); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("v3's MarkActive(%d) on v4's group: %v; want WRONGTYPE", id, err)
+			}
 		}
 		s.Must(t, "ZADD", s.NS+"bitindex:{v3}:p", 0, 0) // v3's index of shard 0
 		if err := e.MarkActive(ctx, "v3", "p", 1); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {

@@ -17,6 +17,7 @@ var (
 	v3BitsIndex  = redis.NewScript(1, mustRead("testdata/v3_bits_index.lua"))
 	v3BitsShards = redis.NewScript(-1, mustRead("testdata/v3_bits_shards.lua"))
 	v3BitsCount  = redis.NewScript(-1, mustRead("testdata/v3_bits_count.lua"))
+	v3BitsIs     = redis.NewScript(1, mustRead("testdata/v3_bits_is.lua"))
 )
 
 // v3 is a v3 engine's activity over e's connections.
@@ -41,6 +42,12 @@ func (v v3) index(ctx context.Context, group, period string, shards ...int64) (i
 func (v v3) mark(ctx context.Context, group, period string, id int64) error {
 	_, err := v.e.eval(ctx, v.e.group(group), scriptBitsMark, v.shardKey(group, id/activeShardIDs, ":"+period), -1, id%activeShardIDs)
 	return err
+}
+
+// isActive is v3's IsActive: GETBIT on the id's shard.
+func (v v3) isActive(ctx context.Context, group, period string, id int64) (bool, error) {
+	n, err := redis.Int64(v.e.eval(ctx, v.e.group(group), v3BitsIs, v.shardKey(group, id/activeShardIDs, ":"+period), id%activeShardIDs))
+	return n == 1, err
 }
 
 // count is v3's CountActive (OR) or CountActiveAll (AND).

@@ -68,6 +68,7 @@ var (
 	scriptActIndex  = load("act_index", 1)
 	scriptActMark   = load("act_mark", 2, "act")
 	scriptActIs     = load("act_is", 2, "act")
+	scriptActGuard  = load("act_guard", 1)
 	scriptActParts  = load("act_parts", -1)        // one index per period
 	scriptActDirs   = load("act_dirs", -1)         // one directory per period
 	scriptActCount  = load("act_count", -1, "act") // 1 scratch prefix + the units' keys

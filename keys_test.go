@@ -107,8 +107,11 @@ func FuzzKeys(f *testing.F) {
 		}
 		for _, k := range keys {
 			want := keySlot("{" + name + "}")
-			if strings.HasPrefix(k[len(ns):], "act:") {
+			switch {
+			case strings.HasPrefix(k[len(ns):], "act:"):
 				want = keySlot("{" + partTag(name, placeOf(3).part()) + "}") // id 3's partition
+			case strings.HasPrefix(k[len(ns):], "bits:"):
+				want = keySlot("{" + name + ":0}") // v3's key of id 3's shard, guarded
 			}
 			if got := keySlot(k); got != want {
 				t.Fatalf("key %q in slot %d, the name's slot is %d", k, got, want)

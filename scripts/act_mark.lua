@@ -11,7 +11,8 @@
 -- ARGV[4..] three values an id: h's high and low 32 bits, and the member
 --   (h - 2^63 in decimal)
 -- reply: {-1} if the directory was absent and ARGV[1] is -1 (nothing
---   written); else {0, i...}: the positions (1-based) of ids whose shard is
+--   written); else {deadline, i...}: the period's deadline (ms since the
+--   epoch, 0 for none), then the positions (1-based) of ids whose shard is
 --   dense, one a shard.
 --
 -- Every key the period makes here expires at the deadline that the
@@ -21,15 +22,25 @@
 local dir, prefix = KEYS[1], KEYS[2]
 local sfx = string.sub(dir, #prefix + 1)
 local most, dense_at = tonumber(ARGV[2]), tonumber(ARGV[3])
-local deadline = redis.call('HGET', dir, 't')
+local got = redis.call('HMGET', dir, 't', 'b')
+local deadline, counted = got[1], got[2] ~= false
 if not deadline then
   if ARGV[1] == '-1' then
     return {-1}
   end
-  deadline = ARGV[1]
-  redis.call('HSET', dir, 't', deadline)
+  deadline, counted = ARGV[1], true
+  redis.call('HSET', dir, 't', deadline, 'b', 0)
   if deadline ~= '0' then
     redis.call('PEXPIREAT', dir, deadline)
+  end
+end
+
+-- buckets adds n to the directory's count of buckets ('b'), which a
+-- count reads to skip the paths of a partition that has only dense shards
+-- (a directory made before 'b' has none, and keeps none).
+local function buckets(n)
+  if counted and n ~= 0 then
+    redis.call('HINCRBY', dir, 'b', n)
   end
 end
 
@@ -53,6 +64,7 @@ local function place(d, node, entries)
     end
     redis.call('SADD', key, unpack(members))
     made(key)
+    buckets(1)
     return
   end
   redis.call('HSET', dir, node, 's')
@@ -94,11 +106,13 @@ local function split(d, node, key, hi, lo, resb)
     end
   end
   redis.call('DEL', key)
+  buckets(-1)
   place(d, node, entries)
 end
 
 -- densify makes the shard at node (depth 41) a bitmap of its ids: every
--- bucket under it is read and deleted, with the split nodes below it.
+-- bucket under it is read and deleted, with the split nodes below it, and
+-- the shard joins the directory's list of dense shards ('D').
 local function densify(shard, hi, lo, resb)
   local offsets, stack = {}, {{41, math.floor(lo / SHARD)}}
   while #stack > 0 do
@@ -117,7 +131,7 @@ local function densify(shard, hi, lo, resb)
       for _, m in ipairs(redis.call('SMEMBERS', key)) do
         offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
       end
-      redis.call('DEL', key)
+      buckets(-redis.call('DEL', key))
     end
   end
   local key = prefix .. shard .. sfx
@@ -128,10 +142,12 @@ local function densify(shard, hi, lo, resb)
   made(key)
   redis.call('HSET', dir, shard, 'd')
   redis.call('HDEL', dir, 'c' .. shard)
+  local all = redis.call('HGET', dir, 'D')
+  redis.call('HSET', dir, 'D', all and all .. ' ' .. shard or shard)
 end
 
 -- A batch comes sorted by h: the leaf of the id before is tried first.
-local dense, seen, last = {0}, {}, nil
+local dense, seen, last = {tonumber(deadline)}, {}, nil
 for i = 4, #ARGV, 3 do
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
   local d, node, v
@@ -149,6 +165,7 @@ for i = 4, #ARGV, 3 do
     local n = redis.call('SCARD', key)
     if n == 1 then
       made(key)
+      buckets(1)
       local parent = d > 4 and act_node(d - 1, hi, lo)
       local pv = parent and redis.call('HGET', dir, parent)
       if pv == 's0' or pv == 's1' then -- both halves hold ids now

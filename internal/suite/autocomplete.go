@@ -166,14 +166,17 @@ func activity(t *testing.T, s *testserver.Server) {
 		}
 	}
 	// One index a period; in a partition a directory and a bucket a period
-	// (ids 0 to 9 share one, far is in another); no scratch key left.
-	var indexes, parts []string
+	// (ids 0 to 9 share one, far is in another); v3's key of shard 0 a
+	// period, guarded; no scratch key left.
+	var indexes, parts, guards []string
 	for _, k := range s.Keys(t) {
 		switch {
 		case strings.HasPrefix(k, s.NS+"bitindex:{daily}:"):
 			indexes = append(indexes, strings.TrimPrefix(k, s.NS))
 		case strings.HasPrefix(k, s.NS+"act:{daily:") && !strings.Contains(k, "}~"):
 			parts = append(parts, k)
+		case strings.HasPrefix(k, s.NS+"bits:{daily:0}:"):
+			guards = append(guards, k)
 		default:
 			t.Errorf("key %q: not an index, a directory or a bucket", k)
 		}
@@ -183,6 +186,9 @@ func activity(t *testing.T, s *testserver.Server) {
 	}
 	if len(parts) != 2*4+2 {
 		t.Errorf("partitions' keys %q, want 10: a directory and a bucket for each period, and for far's", parts)
+	}
+	if len(guards) != 4 {
+		t.Errorf("v3's keys %q, want shard 0's for each of 4 periods", guards)
 	}
 }
 

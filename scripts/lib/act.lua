@@ -3,7 +3,8 @@
 -- prefix at d, h in two 32-bit halves hi and lo so that every number stays
 -- exact: 'd.prefix' to depth 32, 'd.hi.prefix' below. A directory (a
 -- hash) says 's' for a split node ('s0' or 's1' while only that half
--- holds ids), 'd' for a dense shard (depth 41).
+-- holds ids), 'd' for a dense shard (depth 41); its field 'b' counts the
+-- buckets and 'D' lists the dense shards' nodes, for counts.
 
 -- act_int formats an integer below 2^53 without an exponent.
 local function act_int(x)

@@ -38,6 +38,8 @@ type renewer struct {
 	held    map[*holding]struct{} // what it keeps: startWatchdog adds, stopWatchdog and ends remove
 	running bool                  // its goroutine runs (it ends when held is empty)
 	kick    chan struct{}         // (1 buffered) look again: a holding came, or a lease changed
+	sending map[*holding]struct{} // extensions on their way: stopWatchdog waits for them
+	sent    sync.Cond             // on mu: sending emptied
 
 	// Owned by the goroutine (one at a time: running hands it over).
 	layout   *layout
@@ -83,7 +85,8 @@ func (h *holding) startWatchdog() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.held == nil {
-		r.held, r.kick = map[*holding]struct{}{}, make(chan struct{}, 1)
+		r.held, r.kick, r.sending = map[*holding]struct{}{}, make(chan struct{}, 1), map[*holding]struct{}{}
+		r.sent.L = &r.mu
 	}
 	r.held[h] = struct{}{}
 	if r.running {
@@ -95,10 +98,11 @@ func (h *holding) startWatchdog() {
 	go r.watch(h.e)
 }
 
-// stopWatchdog takes h from the renewer: from then on no extension of h is
-// sent, and the outcome of one in flight is ignored (one that lands after
-// a release finds nothing: the scripts never revive a holding). Safe to
-// call more than once, and for a holding the renewer never had.
+// stopWatchdog takes h from the renewer: once it returns, no extension of
+// h is sent. An extension of h on its way waits for its reply (at most a
+// call's timeout), whose outcome is then ignored; one not yet sent is
+// not. Safe to call more than once, and for a holding the renewer never
+// had.
 func (h *holding) stopWatchdog() {
 	r := &h.e.renew
 	r.mu.Lock()
@@ -110,6 +114,35 @@ func (h *holding) stopWatchdog() {
 	if len(r.held) == 0 {
 		r.poke() // so that the goroutine ends now
 	}
+	for {
+		if _, ok := r.sending[h]; !ok {
+			return
+		}
+		r.sent.Wait()
+	}
+}
+
+// toSend keeps, of xs, the extensions of holdings the renewer still keeps,
+// and marks them on their way; sentAll ends that.
+func (r *renewer) toSend(xs []*renewal) []*renewal {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	kept := xs[:0]
+	for _, x := range xs {
+		if _, ok := r.held[x.h]; ok {
+			r.sending[x.h] = struct{}{}
+			kept = append(kept, x)
+		}
+	}
+	return kept
+}
+
+// sentAll marks every extension on its way arrived, for stopWatchdog.
+func (r *renewer) sentAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	clear(r.sending)
+	r.sent.Broadcast()
 }
 
 // poke has the goroutine look at its holdings again.
@@ -240,13 +273,14 @@ func (r *renewer) extend(stop context.Context, e *Engine) {
 			deadline = x.deadline // none waits past its own loss
 		}
 	}
-	if len(live) > 0 {
+	if live = r.toSend(live); len(live) > 0 {
 		ctx, cancel := context.WithDeadline(stop, deadline)
 		r.batch = live
 		r.send(ctx, e, sent)
 		r.batch = all
 		cancel()
 	}
+	r.sentAll()
 	r.live = live[:0]
 	for _, x := range r.batch {
 		if stop.Err() != nil {
@@ -259,9 +293,13 @@ func (r *renewer) extend(stop context.Context, e *Engine) {
 		if x.err == nil && !x.held && h.ops.kind == kindSem {
 			// The batch only extends: semaphore_extend removes the
 			// permit's remnants and hands its slot on.
+			if len(r.toSend([]*renewal{x})) == 0 {
+				continue // released meanwhile
+			}
 			ctx, cancel := context.WithTimeout(stop, e.callTimeout)
 			x.held, x.err = h.extendLease(ctx, x.lease, x.seq)
 			cancel()
+			r.sentAll()
 		}
 		switch {
 		case x.err == nil && x.held:

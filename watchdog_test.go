@@ -5,10 +5,12 @@ package atomicredis
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
 )
 
 // Unlock stops the watchdog itself, before it returns: the goroutine is
@@ -66,6 +68,67 @@ func TestUnlockStopsWatchdog(t *testing.T) {
 		s.Advance(250 * time.Millisecond)
 		if held, err := next.Held(ctx); held || err != nil {
 			t.Errorf("the next holder's 200ms lease after 250ms: Held = %v, %v", held, err)
+		}
+	})
+}
+
+// gatedPool holds back the first connection asked for once armed, until
+// the gate opens, and counts the connections it gives after it opened.
+type gatedPool struct {
+	*redis.Pool
+	armed   atomic.Bool
+	held    chan struct{} // closed when a Get is held at the gate
+	gate    chan struct{} // closed to let it through
+	through atomic.Int64  // Gets returned since the gate opened
+}
+
+func (p *gatedPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	if p.armed.CompareAndSwap(true, false) {
+		close(p.held)
+		<-p.gate
+	}
+	select {
+	case <-p.gate:
+		p.through.Add(1)
+	default:
+	}
+	return p.Pool.GetContext(ctx)
+}
+
+// An extension the renewer has taken up but not yet sent when Unlock
+// runs is either not sent, or sent and answered before Unlock returns:
+// never sent after it. The gate holds the renewer's connection back while
+// Unlock runs (a slow pool, a busy machine).
+func TestUnlockWaitsForAnExtensionOnItsWay(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		pool := &gatedPool{Pool: s.Pool, held: make(chan struct{}), gate: make(chan struct{})}
+		e := New(pool, WithNamespace(s.NS))
+		defer e.Close(ctx)
+		l, err := e.TryLock(ctx, "gated", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pool.armed.Store(true) // the renewer's next extension, due in 100ms
+		select {
+		case <-pool.held:
+		case <-time.After(2 * time.Second):
+			t.Fatal("no extension in 2s (one is due every 100ms): the test is blind")
+		}
+		unlocked := make(chan int64, 1)
+		go func() {
+			if err := l.Unlock(ctx); err != nil {
+				t.Error(err)
+			}
+			unlocked <- pool.through.Load()
+		}()
+		time.Sleep(50 * time.Millisecond) // Unlock runs while the extension waits
+		close(pool.gate)
+		at := <-unlocked
+		time.Sleep(100 * time.Millisecond)
+		if n := pool.through.Load() - at; n != 0 {
+			t.Errorf("%d connections taken after Unlock returned (the held extension sent after it), want none", n)
 		}
 	})
 }

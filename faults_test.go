@@ -67,15 +67,31 @@ func overlapsAmongValid(secs []section) int {
 // overAdmissions counts section starts at which more than limit valid
 // sections were open.
 func overAdmissions(secs []section, limit int) (over, peak int) {
+	spans := make([]span, 0, len(secs))
+	for _, s := range secs {
+		if s.valid {
+			spans = append(spans, span{s.start, s.end, 1})
+		}
+	}
+	return overWeight(spans, limit)
+}
+
+// span is a valid section's start and end, and the weight it held.
+type span struct {
+	start, end time.Time
+	weight     int
+}
+
+// overWeight counts span starts at which spans of more than limit weight
+// were open, and the peak weight open at once.
+func overWeight(spans []span, limit int) (over, peak int) {
 	type ev struct {
 		t     time.Time
 		delta int
 	}
-	var evs []ev
-	for _, s := range secs {
-		if s.valid {
-			evs = append(evs, ev{s.start, 1}, ev{s.end, -1})
-		}
+	evs := make([]ev, 0, 2*len(spans))
+	for _, s := range spans {
+		evs = append(evs, ev{s.start, s.weight}, ev{s.end, -s.weight})
 	}
 	sort.Slice(evs, func(i, j int) bool {
 		if evs[i].t.Equal(evs[j].t) {
@@ -656,6 +672,14 @@ func TestCheckersCount(t *testing.T) {
 	}
 	if over, _ := overAdmissions(secs, 2); over != 0 {
 		t.Errorf("overAdmissions(limit 2) = %d, want 0", over)
+	}
+	// Weights: 3 and 1 open together are 4; 3 ending as 3 starts is not 6.
+	spans := []span{{at(0), at(10), 3}, {at(5), at(8), 1}, {at(10), at(20), 3}}
+	if over, peak := overWeight(spans, 3); over != 1 || peak != 4 {
+		t.Errorf("overWeight(limit 3) = %d, peak %d; want 1, 4", over, peak)
+	}
+	if over, _ := overWeight(spans, 4); over != 0 {
+		t.Errorf("overWeight(limit 4) = %d, want 0", over)
 	}
 }
 

@@ -28,31 +28,13 @@ type weightedTake struct {
 // weightedOverAdmissions counts section starts at which valid sections of
 // more than limit weight were open, and the peak weight open at once.
 func weightedOverAdmissions(takes []weightedTake, limit int) (over, peak int) {
-	type ev struct {
-		t     time.Time
-		delta int
-	}
-	var evs []ev
+	var spans []span
 	for _, tk := range takes {
 		if tk.valid {
-			evs = append(evs, ev{tk.in, tk.weight}, ev{tk.out, -tk.weight})
+			spans = append(spans, span{tk.in, tk.out, tk.weight})
 		}
 	}
-	sort.Slice(evs, func(i, j int) bool {
-		if evs[i].t.Equal(evs[j].t) {
-			return evs[i].delta < evs[j].delta // an end before a start at the same instant
-		}
-		return evs[i].t.Before(evs[j].t)
-	})
-	open := 0
-	for _, e := range evs {
-		open += e.delta
-		if e.delta > 0 && open > limit {
-			over++
-		}
-		peak = max(peak, open)
-	}
-	return over, peak
+	return overWeight(spans, limit)
 }
 
 // outOfOrder counts admissions that came before one that queued earlier,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -373,6 +374,13 @@ func (k *waker) deliver(payload string) {
 	k.mu.Unlock()
 	if w != nil {
 		w.wake(fence, arrival) // fence 0: look again (a semaphore refused the waiter's weight)
+		if fence != 0 {
+			// Let the waiter just woken run before the next message wakes
+			// another: Go runs the goroutine readied last first, so grants
+			// read in one burst (a semaphore's releases that come
+			// together) would otherwise return last-handed first.
+			runtime.Gosched()
+		}
 	}
 }
 

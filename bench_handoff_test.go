@@ -369,8 +369,10 @@ func contentionRound(r *round, ct contender, clients, limit int, hold, window ti
 		all := float64(len(takes))
 		r.add("round-cmds/acq", s0.to(s3).cmds/all)
 		r.add("cmds-goal/acq", 2+extensions/all)
-		if share, n := inQueueOrder(takes); n > 0 {
+		if share, n, tie, apart := inQueueOrder(takes); n > 0 {
 			r.add("in-order%", 100*share)
+			r.add("tie-us", 1e3*tie)
+			r.add("apart-us", 1e3*apart)
 		}
 	}
 	return nil
@@ -427,8 +429,11 @@ func earlier(a, b time.Time) time.Time {
 // inQueueOrder is the share of acquisitions that queued, in the order
 // their clients were told they were queued (EventQueued), whose call
 // returned after the one queued before it: FIFO as the clients see it;
-// n is how many were judged.
-func inQueueOrder(takes []take) (share float64, n int) {
+// n is how many were judged. tieMs is the median time, in ms, between the
+// two "queued" replies of a pair that returned out of that order (0: none
+// did), apartMs that of all pairs: a pair told within microseconds of
+// each other may have reached the server in the other order.
+func inQueueOrder(takes []take) (share float64, n int, tieMs, apartMs float64) {
 	type queued struct{ at, returned time.Time }
 	var q []queued
 	for _, tk := range takes {
@@ -437,16 +442,19 @@ func inQueueOrder(takes []take) (share float64, n int) {
 		}
 	}
 	if len(q) < 2 {
-		return 0, 0
+		return 0, 0, 0, 0
 	}
 	sort.Slice(q, func(i, j int) bool { return q[i].at.Before(q[j].at) })
-	in := 0
+	var gaps, ties []time.Duration
 	for i := 1; i < len(q); i++ {
-		if q[i].returned.After(q[i-1].returned) {
-			in++
+		gap := q[i].at.Sub(q[i-1].at)
+		gaps = append(gaps, gap)
+		if !q[i].returned.After(q[i-1].returned) {
+			ties = append(ties, gap)
 		}
 	}
-	return float64(in) / float64(len(q)-1), len(q) - 1
+	share = 1 - float64(len(ties))/float64(len(gaps))
+	return share, len(gaps), percentile(ties, 0.5), percentile(gaps, 0.5)
 }
 
 // crowdExperiment is an experiment of contenders that each run a crowd
@@ -717,6 +725,8 @@ var waitTargets = []target{
 	{"crowd, longest stall: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "max-stall-ms"}, [2]string{"BenchmarkWaitCrowd/polling", "max-stall-ms"}, "", 0},
 	{"crowd, Lock calls returned in the order they queued (%)", [2]string{"BenchmarkWaitCrowd/handoff", "in-order%"}, [2]string{}, ">=", 99},
 	{"hot name, Lock calls returned in the order they queued (%)", [2]string{"BenchmarkWaitNoHold/handoff", "in-order%"}, [2]string{}, ">=", 99},
+	{"hot name, FIFO: µs between the \"queued\" replies of a pair out of order (p50)", [2]string{"BenchmarkWaitNoHold/handoff", "tie-us"}, [2]string{}, "", 0},
+	{"hot name, FIFO: µs between the \"queued\" replies of any pair (p50)", [2]string{"BenchmarkWaitNoHold/handoff", "apart-us"}, [2]string{}, "", 0},
 	{"crowd, engine per client: commands/acq ÷ (2 + extensions)", [2]string{"BenchmarkWaitCrowd/handoff-engines", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff-engines", "cmds-goal/acq"}, "", 0},
 	{"crowd, engine per client: server CPU/acq ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff-engines", "cpu-us/acq"}, [2]string{"BenchmarkWaitCrowd/polling", "cpu-us/acq"}, "", 0},
 	{"neighbour's GET p99: handoff crowd ÷ idle", [2]string{"BenchmarkWaitNeighbour/handoff", "p99-ms"}, [2]string{"BenchmarkWaitNeighbour/idle", "p99-ms"}, "<=", 2},
@@ -740,4 +750,6 @@ var waitTargets = []target{
 	{"hot semaphore, 16 on 4, no hold, acq/s: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphoreNoHold/handoff", "acq/s"}, [2]string{"BenchmarkWaitSemaphoreNoHold/polling", "acq/s"}, ">=", 1},
 	{"hot semaphore, server CPU/acq: handoff ÷ polling", [2]string{"BenchmarkWaitSemaphoreNoHold/handoff", "cpu-us/acq"}, [2]string{"BenchmarkWaitSemaphoreNoHold/polling", "cpu-us/acq"}, "", 0},
 	{"semaphore, acquisitions returned in the order they queued (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "in-order%"}, [2]string{}, ">=", 99},
+	{"semaphore, FIFO: µs between the \"queued\" replies of a pair out of order (p50)", [2]string{"BenchmarkWaitSemaphore/handoff", "tie-us"}, [2]string{}, "", 0},
+	{"semaphore, FIFO: µs between the \"queued\" replies of any pair (p50)", [2]string{"BenchmarkWaitSemaphore/handoff", "apart-us"}, [2]string{}, "", 0},
 }

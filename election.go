@@ -43,7 +43,7 @@ type Leader struct {
 // extending changes no state an observer sees.
 var electionOps = &holdOps{kind: kindElection, suffixes: lockOps.suffixes,
 	extendKeys: 1, pttlKeys: 1, acquire: scriptElAcquire, abandon: scriptElAbandon,
-	release: scriptElRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptElOwner,
+	release: scriptElRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptElOwner, wakesOwn: true,
 	observed: true}
 
 // campaignWait is how long a campaign waits: until its ctx ends.

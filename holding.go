@@ -22,6 +22,7 @@ type holdOps struct {
 	acquire, abandon, release, extend, pttl *redis.Script
 	owner                                   *redis.Script // SetOwner's (its keys: the extend script's; an election's, see observed)
 	observed                                bool          // an election's: the scripts above but extend and pttl take the observers key last
+	wakesOwn                                bool          // the release script takes the engine's id and returns its own waiters' wake-ups (Engine.wakeOwn)
 }
 
 // keys are the object's keys in the scripts' order.
@@ -247,6 +248,9 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 		ctx = context.WithoutCancel(ctx)
 	}
 	args := append(append(h.acq.args[:0], h.keys...), h.tokenArg, h.e.retentionArg, h.e.wakeArg) // the acquisition's room, done with
+	if h.ops.wakesOwn {
+		args = append(args, h.e.idArg)
+	}
 	var (
 		unanswered error // an earlier attempt's, sent and not answered: it may have released
 		last       error // the last attempt's failure
@@ -255,7 +259,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 	for {
 		out, err := h.e.call(ctx, h.ops.release, args, false, time.Until(deadline))
 		if err == nil {
-			if v, _ := redis.Int64(out.reply, nil); v != 0 {
+			if h.e.wakeOwn(out.reply) != 0 {
 				return true, nil
 			}
 			if unanswered != nil {
@@ -263,6 +267,11 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 				return false, h.obj.errorf("fence %d: no longer held after a release went unanswered (%w): that release or the lease's end freed it", h.fence, unanswered)
 			}
 			return false, nil
+		}
+		if h.ops.wakesOwn && out.reached && unknownOutcome(err) {
+			// It may have handed h to a waiter of this engine, which only
+			// its reply would have woken: every waiter looks again.
+			h.e.wake.lookAgain()
 		}
 		switch {
 		case errors.Is(err, redis.ErrPoolExhausted):

@@ -35,7 +35,7 @@ type Lock struct{ holding }
 // counter, its queue and its waiters.
 var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
-	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner}
+	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner, wakesOwn: true}
 
 var errNilLock = &Error{Err: fmt.Errorf("nil lock: %w", ErrNotHeld)}
 

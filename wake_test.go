@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -66,6 +69,62 @@ func subscribers(s *testserver.Server, t *testing.T, e *Engine) int {
 	}
 	n, _ := redis.Int(v[1], nil)
 	return n
+}
+
+// heardMessage is a message listenTo heard.
+type heardMessage struct{ channel, data string }
+
+// listenTo subscribes a connection of its own to channels (as patterns
+// that match only them, so that PUBSUB NUMSUB, which waitSubscribed reads,
+// does not count it) and returns what it heard so far; the subscription
+// ends with the test.
+func listenTo(t *testing.T, s *testserver.Server, channels ...string) func() []heardMessage {
+	t.Helper()
+	c, err := redis.Dial("tcp", s.Addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sub := redis.PubSubConn{Conn: c}
+	args := make([]any, len(channels))
+	for i, ch := range channels {
+		args[i] = ch
+	}
+	if err := sub.PSubscribe(args...); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var heard []heardMessage
+	subscribed := make(chan struct{})
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		n := 0
+		for {
+			switch m := sub.Receive().(type) {
+			case redis.Subscription:
+				if n++; n == len(channels) {
+					close(subscribed)
+				}
+			case redis.Message:
+				mu.Lock()
+				heard = append(heard, heardMessage{m.Channel, string(m.Data)})
+				mu.Unlock()
+			case error:
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() { c.Close(); <-ended })
+	select {
+	case <-subscribed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no subscription in 10s")
+	}
+	return func() []heardMessage {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(heard)
+	}
 }
 
 // waitSubscribed waits until e's wake subscription is up and its waiters
@@ -284,6 +343,102 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 				}
 				w.Close(ctx)
 			})
+		}
+	})
+}
+
+// A lock handed to a waiter of the releasing engine is woken by the
+// release's reply, not by a message on the engine's wake channel: nothing
+// is published (a subscriber of its own on that channel hears nothing),
+// and the waiter returns with the grant, its extensions far off. A waiter
+// of another engine is still told on its channel.
+func TestOwnWaiterWokenByTheRelease(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		e := engine(s)
+		e.queueTTL = slowExtensions
+		other := engine(s)
+		other.queueTTL = slowExtensions
+		heard := listenTo(t, s, e.wake.channel, other.wake.channel)
+		for _, w := range []*Engine{e, other} {
+			l, err := e.TryLock(ctx, "own", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done := make(chan error, 1)
+			go func() {
+				l, err := w.Lock(ctx, "own", LockOptions{TTL: time.Minute, Wait: time.Minute})
+				if err == nil {
+					err = l.Unlock(ctx)
+				}
+				done <- err
+			}()
+			waitQueued(s, t, s.NS+"lock:{own}:queue", 1)
+			waitSubscribed(s, t, w)
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatal(err)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatal("the waiter was not woken within 5s of the release")
+			}
+		}
+		time.Sleep(100 * time.Millisecond) // a message published would have arrived
+		if got := heard(); len(got) != 1 || got[0].channel != other.wake.channel {
+			t.Errorf("messages on the wake channels: %v; want one, to the other engine's waiter only", got)
+		}
+	})
+}
+
+// A release whose reply is lost may have handed the lock to a waiter of
+// its own engine, which only that reply would have woken: every waiter of
+// the engine looks again, so the waiter takes the lock at once, not at
+// its next extension (10s off here).
+func TestLostReleaseReplyWakesOwnWaiter(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		// The release script loaded on the server, so that the cut call
+		// runs it (a NOSCRIPT would be sent again as EVAL).
+		if l, err := engine(s).TryLock(ctx, "warm", LockOptions{TTL: time.Minute}); err != nil || l.Unlock(ctx) != nil {
+			t.Fatal("warming up:", err)
+		}
+		proxy := startProxy(t, s.Addr, faults{cutOn: []byte(scriptLockRelease.Hash()), cutTimes: 1, cutAfter: true})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
+		defer e.Close(ctx)
+		e.queueTTL = slowExtensions
+		l, err := e.TryLock(ctx, "lost", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l, err := e.Lock(ctx, "lost", LockOptions{TTL: time.Minute, Wait: time.Minute})
+			if err == nil {
+				err = l.Unlock(ctx)
+			}
+			done <- err
+		}()
+		waitQueued(s, t, s.NS+"lock:{lost}:queue", 1)
+		waitSubscribed(s, t, e)
+		if err := l.Unlock(ctx); err == nil || !strings.Contains(err.Error(), "went unanswered") {
+			t.Errorf("Unlock = %v, want an error saying the release went unanswered", err)
+		}
+		if proxy.cuts.Load() != 1 {
+			t.Fatalf("%d cuts, want the release's one", proxy.cuts.Load())
+		}
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the waiter was not woken within 5s of the release whose reply was lost")
 		}
 	})
 }

@@ -152,7 +152,34 @@ end
 -- entry of arrival number arrival was handed fence: "token fence arrival".
 -- A refused publish (say, an ACL user without channel rights) must not
 -- abort a script after its writes, so it is a pcall: the waiter then finds
--- what it was handed when it extends its entry.
+-- what it was handed when it extends its entry. wake is the channels'
+-- prefix, or a release script's q_waker: then a wake-up of a waiter of
+-- the caller's own engine is not published but kept for the reply
+-- (q_reply), and that engine wakes its waiter itself.
 local function q_wake(wake, engine, token, fence, arrival)
-  redis.pcall('PUBLISH', wake .. engine, token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival))
+  local msg = token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival)
+  if type(wake) == 'table' then
+    if engine == wake.self then
+      wake.mine[#wake.mine + 1] = msg
+      return
+    end
+    wake = wake.prefix
+  end
+  redis.pcall('PUBLISH', wake .. engine, msg)
+end
+
+-- q_waker is q_wake's wake for a release script called by engine self
+-- (nil: none, so that every wake-up is published), prefix the channels'
+-- prefix.
+local function q_waker(prefix, self)
+  return {prefix = prefix, self = self, mine = {}}
+end
+
+-- q_reply is a release script's reply: n, or, if it handed something to
+-- waiters of its caller's engine, {n, their wake-ups...}.
+local function q_reply(n, wake)
+  if #wake.mine == 0 then return n end
+  local r = {n}
+  for i, msg in ipairs(wake.mine) do r[i + 1] = msg end
+  return r
 end

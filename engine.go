@@ -165,6 +165,7 @@ type Engine struct {
 	pruneAt    int                   // the registry's size at which adopt next prunes it
 	background sync.WaitGroup        // abandons, the wake subscription and the renewer; Add only under mu, before closed
 	renew      renewer               // extends the watchdog holdings (renew.go)
+	extensions atomic.Int64          // the last extension's number: every extension of the engine's holdings takes the next (an extension numbered lower than one applied changes nothing)
 
 	// plainSuggest is set once the server refused the allow-oom shebang
 	// (Redis < 7, miniredis): from then on Suggest runs the plain script.

@@ -110,7 +110,6 @@ type holding struct {
 	lease      time.Duration                         // what extensions ask for
 	extended   time.Time                             // when the last extension the server applied (or the grant) was sent
 	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
-	seq        int64                                 // the last extension's number (the extend scripts)
 	retryAt    time.Time                             // when the renewer tries again after a failed extension; zero if none failed
 	owner      string                                // the Owner stored with it
 	onLost     func()                                // a MultiLock's: called when it is lost

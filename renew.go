@@ -1,9 +1,11 @@
 package atomicredis
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -202,7 +204,7 @@ func (r *renewer) quit() {
 	r.mu.Unlock()
 }
 
-// due puts in r.batch, numbered, the extensions due now, and returns how
+// due puts in r.batch, all under one number, the extensions due now, and returns how
 // long until the next is due; more is false, the goroutine marked ended,
 // if the renewer keeps nothing. A holding is due a third into its lease
 // (or, handed over and not yet confirmed, a third into its queue entry's
@@ -215,6 +217,9 @@ func (r *renewer) due(now time.Time) (wait time.Duration, more bool) {
 	defer r.mu.Unlock()
 	r.batch = r.batch[:0]
 	next := time.Duration(1<<63 - 1)
+	// One number for the batch: each holding's extensions are numbered in
+	// the order they were made, whatever else the engine extends between.
+	var seq int64
 	for h := range r.held {
 		h.mu.Lock()
 		if h.ended != nil || h.confirmed && !h.watchdog {
@@ -238,8 +243,10 @@ func (r *renewer) due(now time.Time) (wait time.Duration, more bool) {
 			h.mu.Unlock()
 			continue
 		}
-		h.seq++
-		r.batch = append(r.batch, &renewal{h: h, lease: h.lease, seq: h.seq, deadline: h.extended.Add(h.span())})
+		if seq == 0 {
+			seq = h.e.extensions.Add(1)
+		}
+		r.batch = append(r.batch, &renewal{h: h, lease: h.lease, seq: seq, deadline: h.extended.Add(h.span())})
 		h.mu.Unlock()
 	}
 	switch {
@@ -363,11 +370,14 @@ func (r *renewer) learn(ctx context.Context, e *Engine, now time.Time) (*layout,
 }
 
 // sendBatches sends r.batch to one server that is no cluster: a batch
-// script per kind and up to batchLocks or batchHolds names, all in one
-// pipeline (followed by WAIT with WithReplicaAck).
+// script per kind, lease and up to batchLocks or batchHolds names, all in
+// one pipeline (followed by WAIT with WithReplicaAck).
 func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 	pieces := r.pieces[:0]
 	args := r.scratchA[:0]
+	if byLease := func(a, b *renewal) int { return cmp.Compare(a.lease, b.lease) }; !slices.IsSortedFunc(r.batch, byLease) {
+		slices.SortStableFunc(r.batch, byLease) // a script carries one lease
+	}
 	for _, k := range []struct {
 		kind *kind
 		s    *redis.Script
@@ -393,8 +403,9 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 				}
 			}
 			args[start] = keys
+			args = append(args, rs[0].lease.Milliseconds(), rs[0].seq) // the batch's: one lease a script, one number
 			for _, x := range rs {
-				args = append(args, x.h.tokenArg, x.lease.Milliseconds(), x.seq)
+				args = append(args, x.h.tokenArg)
 			}
 			pieces = append(pieces, piece{s: k.s, args: args[start:len(args):len(args)], rs: rs})
 			rs = nil
@@ -402,6 +413,9 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 		for _, x := range r.batch {
 			if kind := x.h.ops.kind; kind != k.kind && !(kind == kindElection && k.kind == kindLock) { // a leadership is a lock
 				continue
+			}
+			if len(rs) > 0 && x.lease != rs[0].lease {
+				flush()
 			}
 			rs = append(rs, x)
 			if len(rs) == k.most {

@@ -142,12 +142,9 @@ func TestLateRenewalCannotUndoExtend(t *testing.T) {
 			func() (time.Duration, error) { return p.TTL(ctx) },
 		}
 		r := &renewer{}
+		seq := e.extensions.Add(1) // the renewal is numbered first, one number for its batch as the renewer's ...
 		for _, h := range hs {
-			// The renewal is numbered first, as the renewer numbers it ...
-			h.mu.Lock()
-			h.seq++
-			r.batch = append(r.batch, &renewal{h: h, lease: time.Second, seq: h.seq, deadline: time.Now().Add(time.Minute)})
-			h.mu.Unlock()
+			r.batch = append(r.batch, &renewal{h: h, lease: time.Second, seq: seq, deadline: time.Now().Add(time.Minute)})
 		}
 		for _, h := range hs {
 			// ... then the caller's Extend, with a longer lease, lands first.
@@ -166,11 +163,9 @@ func TestLateRenewalCannotUndoExtend(t *testing.T) {
 		}
 		// A renewal numbered after the Extend applies.
 		r.batch = r.batch[:0]
+		seq = e.extensions.Add(1)
 		for _, h := range hs {
-			h.mu.Lock()
-			h.seq++
-			r.batch = append(r.batch, &renewal{h: h, lease: 30 * time.Second, seq: h.seq, deadline: time.Now().Add(time.Minute)})
-			h.mu.Unlock()
+			r.batch = append(r.batch, &renewal{h: h, lease: 30 * time.Second, seq: seq, deadline: time.Now().Add(time.Minute)})
 		}
 		r.send(ctx, e, time.Now())
 		for i, x := range r.batch {
@@ -179,6 +174,54 @@ func TestLateRenewalCannotUndoExtend(t *testing.T) {
 			}
 			if ttl, err := ttls[i](); err != nil || ttl > 30*time.Second {
 				t.Errorf("%s: TTL %v, %v after a current renewal of 30s", hs[i].obj.kind.noun, ttl, err)
+			}
+		}
+	})
+}
+
+// A renewal of holdings with different leases, interleaved, extends each
+// to its own lease: a batch script carries one lease, so the renewal
+// sends one per lease and kind.
+func TestRenewalKeepsEachLease(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		e := engine(s)
+		defer e.Close(ctx)
+		leases := []time.Duration{time.Minute, 3 * time.Minute, 2 * time.Minute}
+		var hs []*holding
+		var ttls []func(context.Context) (time.Duration, error)
+		for i := range 6 {
+			name := fmt.Sprint("each", i)
+			l, err := e.TryLock(ctx, name, LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := e.TryRLock(ctx, name+"rw", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := e.TryAcquireSemaphore(ctx, name, SemaphoreOptions{Limit: 1, TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs = append(hs, &l.holding, &w.holding, &p.holding)
+			ttls = append(ttls, l.TTL, w.TTL, p.TTL)
+		}
+		r := &renewer{}
+		seq := e.extensions.Add(1)
+		for i, h := range hs {
+			r.batch = append(r.batch, &renewal{h: h, lease: leases[i/3%len(leases)], seq: seq, deadline: time.Now().Add(time.Minute)})
+		}
+		r.send(ctx, e, time.Now())
+		for i, x := range r.batch {
+			if !x.held || x.err != nil {
+				t.Fatalf("%s %d: held %v, %v", x.h.obj.kind.noun, i, x.held, x.err)
+			}
+		}
+		for i, h := range hs {
+			want := leases[i/3%len(leases)] // hs holds a lock, a read hold and a permit of each name
+			if ttl, err := ttls[i](ctx); err != nil || ttl > want || ttl < want-10*time.Second {
+				t.Errorf("%s %d: TTL %v, %v after a renewal of %v", h.obj.kind.noun, i, ttl, err, want)
 			}
 		}
 	})

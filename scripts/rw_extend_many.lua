@@ -2,29 +2,31 @@
 -- script, on a server that is no cluster (each lock's keys have their own
 -- name's hash tag). Each hold is kept or not as rw_extend would.
 -- KEYS[2i-1] hold i's leases, KEYS[2i] its holds
--- ARGV[3i-2] its token, ARGV[3i-1] its new lease in ms, ARGV[3i] its
--- extension's sequence number
+-- ARGV[1] the new lease in ms, ARGV[2] the extensions' sequence number
+-- (the batch's, the same for every hold), ARGV[2+i] hold i's token
 -- reply: an array with rw_extend's reply for each hold in order: 1
 -- extended, 2 live but this extension is older than one applied (nothing
 -- changed), 0 ran out or gone.
 local now = now_ms()
-local out, wrote = {}, false
+local ttl, seq = tonumber(ARGV[1]), ARGV[2]
+local num = tonumber(seq)
+local out = {}
 for i = 1, #KEYS / 2 do
-  local k, b, r = {leases = KEYS[2 * i - 1], holds = KEYS[2 * i]}, 3 * i, 0
-  local token = ARGV[b - 2]
+  local k, r = {leases = KEYS[2 * i - 1], holds = KEYS[2 * i]}, 0
+  local token = ARGV[i + 2]
   local lease = redis.call('ZSCORE', k.leases, token)
   if lease and tonumber(lease) > now then
-    if tonumber(redis.call('HGET', k.holds, token) or 0) >= tonumber(ARGV[b]) then
+    if tonumber(redis.call('HGET', k.holds, token) or 0) >= num then
       r = 2
     else
       -- PEXPIRE first (rw_extend); the keys live as long as the longest
       -- lease, this one's old or new.
-      local deadline = now + tonumber(ARGV[b - 1])
+      local deadline = now + ttl
       local ms = math.max(rw_last(k), deadline) - now
       redis.call('PEXPIRE', k.leases, ms)
       redis.call('PEXPIRE', k.holds, ms)
       redis.call('ZADD', k.leases, deadline, token)
-      redis.call('HSET', k.holds, token, ARGV[b])
+      redis.call('HSET', k.holds, token, seq)
       r = 1
     end
   end

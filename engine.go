@@ -186,6 +186,7 @@ func New(pool Pool, opts ...Option) *Engine {
 	e := &Engine{pool: pool, recentCap: DefaultRecentCapacity, callTimeout: DefaultCallTimeout,
 		retention: DefaultFenceRetention, id: uuid.NewString()[:13], queueTTL: defaultQueueTTL, subIdle: subscriptionIdle}
 	e.stop, e.cancelStop = context.WithCancel(context.Background())
+	e.renew.init()
 	if p, ok := pool.(*redis.Pool); pool == nil || ok && p == nil {
 		e.reject(fmt.Errorf("nil pool: %w", ErrInvalid))
 	}

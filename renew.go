@@ -39,7 +39,7 @@ type renewer struct {
 	mu      sync.Mutex
 	held    map[*holding]struct{} // what it keeps: startWatchdog adds, stopWatchdog and ends remove
 	running bool                  // its goroutine runs (it ends when held is empty)
-	kick    chan struct{}         // (1 buffered) look again: a holding came, or a lease changed
+	kick    chan struct{}         // (1 buffered) look again: a holding came, or a lease changed; made in New, never assigned again
 	sending map[*holding]struct{} // extensions on their way: stopWatchdog waits for them
 	sent    sync.Cond             // on mu: sending emptied
 
@@ -77,6 +77,14 @@ type piece struct {
 	short error // WithReplicaAck: too few acknowledgements (the reply stands)
 }
 
+// init makes what the renewer's fields hold, once, in New: none of them is
+// assigned again, so poke, which Extend calls without mu, reads kick
+// safely while another goroutine hands the renewer its first holding.
+func (r *renewer) init() {
+	r.held, r.kick, r.sending = map[*holding]struct{}{}, make(chan struct{}, 1), map[*holding]struct{}{}
+	r.sent.L = &r.mu
+}
+
 // startWatchdog hands h to the engine's renewer, starting its goroutine if
 // none runs. Called by adopt, under the engine's mu, so that Close, which
 // takes it, finds every holding it must stop, and waits for the goroutine
@@ -86,10 +94,6 @@ func (h *holding) startWatchdog() {
 	r := &h.e.renew
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held == nil {
-		r.held, r.kick, r.sending = map[*holding]struct{}{}, make(chan struct{}, 1), map[*holding]struct{}{}
-		r.sent.L = &r.mu
-	}
 	r.held[h] = struct{}{}
 	if r.running {
 		r.poke()

@@ -230,6 +230,50 @@ func TestRenewalKeepsEachLease(t *testing.T) {
 // Renewals that fail (the server unreachable) are retried: a holding
 // survives them while its lease lasts, and is lost once it would have
 // run out (EventExtendFailed before, EventLost wrapping ErrNotHeld after).
+// TestExtendWhileTheRenewerStarts extends a lock without a watchdog while
+// another goroutine takes the engine's first watchdog lock: Extend pokes
+// the renewer, whose first holding starts it. The renewer's fields are
+// made in New, so the two share nothing unsynchronized; under -race, the
+// channel made at the first holding instead (stop 33's CI) is a data race
+// between the poke's read and that write. Without -race this checks only
+// that both calls succeed.
+func TestExtendWhileTheRenewerStarts(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		for i := range 10 {
+			e := engine(s)
+			plain, err := e.TryLock(ctx, fmt.Sprint("plain", i), LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := make(chan struct{})
+			var wg sync.WaitGroup
+			var extendErr, lockErr error
+			var dog *Lock
+			wg.Add(2)
+			go func() {
+				defer wg.Done()
+				<-start
+				extendErr = plain.Extend(ctx, 2*time.Minute)
+			}()
+			go func() {
+				defer wg.Done()
+				<-start
+				dog, lockErr = e.TryLock(ctx, fmt.Sprint("dog", i), LockOptions{TTL: time.Minute, Watchdog: true})
+			}()
+			close(start)
+			wg.Wait()
+			if extendErr != nil || lockErr != nil {
+				t.Fatalf("Extend: %v; the watchdog lock: %v", extendErr, lockErr)
+			}
+			if err := errors.Join(dog.Unlock(ctx), plain.Unlock(ctx)); err != nil {
+				t.Fatal(err)
+			}
+			e.Close(ctx)
+		}
+	})
+}
+
 func TestRenewalSurvivesFailuresUntilTheLease(t *testing.T) {
 	t.Parallel() // it waits out leases
 	servers(t, func(t *testing.T, s *testserver.Server) {

@@ -132,7 +132,7 @@ func renewRound(r *round, e *Engine, gets func() int64, read func() (serverCount
 			case <-t.C:
 			}
 			h.mu.Lock()
-			seq := h.e.extensions.Add(1)
+			seq := h.e.renew.extensions.Add(1)
 			h.mu.Unlock()
 			cctx, cancel := context.WithTimeout(ctx, renewTTL)
 			sent := time.Now()

@@ -165,7 +165,6 @@ type Engine struct {
 	pruneAt    int                   // the registry's size at which adopt next prunes it
 	background sync.WaitGroup        // abandons, the wake subscription and the renewer; Add only under mu, before closed
 	renew      renewer               // extends the watchdog holdings (renew.go)
-	extensions atomic.Int64          // the last extension's number: every extension of the engine's holdings takes the next (an extension numbered lower than one applied changes nothing)
 
 	// plainSuggest is set once the server refused the allow-oom shebang
 	// (Redis < 7, miniredis): from then on Suggest runs the plain script.
@@ -350,32 +349,6 @@ func (o object) err(err error) error {
 
 func (o object) errorf(format string, args ...any) error {
 	return o.err(fmt.Errorf(format, args...))
-}
-
-// maxExact is 2^53 − 1, the largest whole number below which a Lua number
-// (a double) holds every whole number exactly. A count a script does
-// arithmetic on (a semaphore's limit, a recent list's capacity, a result
-// limit) above it is ErrInvalid before anything is sent: Redis would store
-// it rounded, or refuse it halfway through a script. A duration in ms needs
-// no such check: time.Duration's largest, 2^63 − 1 ns, is about 9.2e12 ms.
-// Activity ids go to the scripts split in Go (shard, offset), so every id
-// up to MaxInt64 is exact.
-const maxExact = 1<<53 - 1
-
-// count checks a whole number a script does arithmetic on: least up to
-// maxExact. zero, if not "", names what 0 means, which is then allowed too.
-func count(field string, n, least int, zero string) error {
-	switch {
-	case n == 0 && zero != "":
-		return nil
-	case n < least && zero != "":
-		return fmt.Errorf("%s %d: must be 0 (%s) or at least %d: %w", field, n, zero, least, ErrInvalid)
-	case n < least:
-		return fmt.Errorf("%s %d: must be at least %d: %w", field, n, least, ErrInvalid)
-	case int64(n) > maxExact:
-		return fmt.Errorf("%s %d: must be at most 2^53 - 1 (what a Lua number holds exactly): %w", field, n, ErrInvalid)
-	}
-	return nil
 }
 
 // duration resolves an optional duration: 0 is def, anything else must be

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -42,6 +43,12 @@ type renewer struct {
 	kick    chan struct{}         // (1 buffered) look again: a holding came, or a lease changed; made in New, never assigned again
 	sending map[*holding]struct{} // extensions on their way: stopWatchdog waits for them
 	sent    sync.Cond             // on mu: sending emptied
+
+	// extensions is the last extension's number: every extension of the
+	// engine's holdings, one (Extend) or a batch (all under one number),
+	// takes the next; an extension numbered lower than one applied changes
+	// nothing.
+	extensions atomic.Int64
 
 	// Owned by the goroutine (one at a time: running hands it over).
 	layout   *layout
@@ -248,7 +255,7 @@ func (r *renewer) due(now time.Time) (wait time.Duration, more bool) {
 			continue
 		}
 		if seq == 0 {
-			seq = h.e.extensions.Add(1)
+			seq = h.e.renew.extensions.Add(1)
 		}
 		r.batch = append(r.batch, &renewal{h: h, lease: h.lease, seq: seq, deadline: h.extended.Add(h.span())})
 		h.mu.Unlock()

@@ -142,7 +142,7 @@ func TestLateRenewalCannotUndoExtend(t *testing.T) {
 			func() (time.Duration, error) { return p.TTL(ctx) },
 		}
 		r := &renewer{}
-		seq := e.extensions.Add(1) // the renewal is numbered first, one number for its batch as the renewer's ...
+		seq := e.renew.extensions.Add(1) // the renewal is numbered first, one number for its batch as the renewer's ...
 		for _, h := range hs {
 			r.batch = append(r.batch, &renewal{h: h, lease: time.Second, seq: seq, deadline: time.Now().Add(time.Minute)})
 		}
@@ -163,7 +163,7 @@ func TestLateRenewalCannotUndoExtend(t *testing.T) {
 		}
 		// A renewal numbered after the Extend applies.
 		r.batch = r.batch[:0]
-		seq = e.extensions.Add(1)
+		seq = e.renew.extensions.Add(1)
 		for _, h := range hs {
 			r.batch = append(r.batch, &renewal{h: h, lease: 30 * time.Second, seq: seq, deadline: time.Now().Add(time.Minute)})
 		}
@@ -208,7 +208,7 @@ func TestRenewalKeepsEachLease(t *testing.T) {
 			ttls = append(ttls, l.TTL, w.TTL, p.TTL)
 		}
 		r := &renewer{}
-		seq := e.extensions.Add(1)
+		seq := e.renew.extensions.Add(1)
 		for i, h := range hs {
 			r.batch = append(r.batch, &renewal{h: h, lease: leases[i/3%len(leases)], seq: seq, deadline: time.Now().Add(time.Minute)})
 		}

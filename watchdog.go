@@ -60,7 +60,7 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 	// numbered after this one carries it.
 	h.mu.Lock()
 	h.lease = ttl
-	seq := h.e.extensions.Add(1)
+	seq := h.e.renew.extensions.Add(1)
 	h.mu.Unlock()
 	sent := time.Now()
 	held, err := h.extendLease(ctx, ttl, seq)

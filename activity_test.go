@@ -1,6 +1,7 @@
 package atomicredis
 
 import (
+	"context"
 	"errors"
 	"math/rand/v2"
 	"strconv"
@@ -358,6 +359,63 @@ func TestActivityThresholds(t *testing.T) {
 		checkBucketCounts(t, s)
 		if ks := s.Keys(t); len(ks) != 4 { // the index, the directory, the bitmap, v3's key of the shard
 			t.Errorf("dense: keys %q, want the index, the directory, the bitmap and v3's guarded key", ks)
+		}
+	})
+}
+
+// A count that meets a bucket of the wrong type fails with WRONGTYPE and
+// leaves no scratch key, wherever the bucket lies in its script: after
+// unions of other units (OR), intersections (AND), or bitmaps made from
+// buckets (a unit with a dense shard in one period).
+func TestActivityCountFailsCleanly(t *testing.T) {
+	smallTries(t, 4, 8)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		r := rand.New(rand.NewPCG(5, 6))
+		ids := randomIDs(r, 300)
+		for _, p := range []string{"a", "b"} {
+			if err := e.MarkActiveMany(ctx, "wt", p, ids...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		base := int64(9 * activeShardIDs) // a shard dense in c, sparse in d
+		for i := int64(0); i < 8; i++ {
+			if err := e.MarkActiveMany(ctx, "wt", "c", base+2*i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.MarkActiveMany(ctx, "wt", "d", base+1, base+3, base+5, base+7, base+9, base+11, base+13); err != nil {
+			t.Fatal(err)
+		}
+		// In each partition, the bucket of b (or d) that sorts last.
+		last := map[string]string{}
+		for _, k := range s.Keys(t) {
+			tag, rest, ok := strings.Cut(k, "}")
+			if ok && strings.Contains(tag, "act:{wt:") && rest != "" && rest[0] >= '0' && rest[0] <= '9' &&
+				(strings.HasSuffix(rest, ":b") || strings.HasSuffix(rest, ":d")) && s.Must(t, "TYPE", k) == "set" {
+				if key := tag + rest[len(rest)-2:]; k > last[key] {
+					last[key] = k
+				}
+			}
+		}
+		if len(last) < 8 {
+			t.Fatalf("buckets of b and d in %d partitions, want more", len(last))
+		}
+		for _, k := range last {
+			s.Must(t, "DEL", k)
+			s.Must(t, "SET", k, "not a set")
+		}
+		for _, ps := range [][]string{{"a", "b"}, {"c", "d"}} {
+			for name, count := range map[string]func(context.Context, string, ...string) (int64, error){"CountActive": e.CountActive, "CountActiveAll": e.CountActiveAll} {
+				if n, err := count(ctx, "wt", ps...); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+					t.Errorf("%s(%q) = %d, %v; want WRONGTYPE", name, ps, n, err)
+				}
+				for _, k := range s.Keys(t) {
+					if strings.Contains(k, "}~") {
+						t.Errorf("%s(%q): scratch key %q left behind", name, ps, k)
+					}
+				}
+			}
 		}
 	})
 }

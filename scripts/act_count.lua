@@ -3,7 +3,7 @@
 -- each period a unit is some buckets (sets of members) and some dense
 -- shards (bitmaps), which together cover exactly the unit's range.
 -- KEYS[1] the partition's scratch prefix (scratch keys are KEYS[1] .. n,
---   deleted before the script returns), KEYS[2..] the units' buckets and
+--   'x' and 'u', deleted before the script returns), KEYS[2..] the units' buckets and
 --   bitmaps, in the order ARGV describes them
 -- ARGV[1] 'OR' or 'AND'
 -- ARGV[2..] for each unit: the number of periods, then for each period:
@@ -55,6 +55,11 @@ local function bitcount(keys)
   return redis.call('BITCOUNT', s)
 end
 
+-- orKeys are the OR's two scratch keys, made at its first union of two
+-- buckets or more and kept to the script's end: a set holding one member
+-- that is no integer, and the union, which each SUNIONSTORE replaces.
+local orKeys
+
 local function sparse(periods)
   if op == 'OR' then
     local all = {}
@@ -68,14 +73,13 @@ local function sparse(periods)
     end
     -- The union starts with a member that is no integer, so that it is a
     -- hash table from the start: grown as an intset to 512, it would cost
-    -- twice as much (a realloc and a memmove an id).
-    for _, k in ipairs(all) do -- a key of the wrong type fails before any write
-      redis.call('SCARD', k)
+    -- twice as much (a realloc and a memmove an id). SUNIONSTORE replies
+    -- the union's size.
+    if not orKeys then
+      orKeys = {KEYS[1] .. 'x', KEYS[1] .. 'u'}
+      redis.call('SADD', orKeys[1], 'x')
     end
-    local s = scratch()
-    redis.call('SADD', s, 'x')
-    redis.call('SUNIONSTORE', s, s, unpack(all))
-    return redis.call('SCARD', s) - 1
+    return redis.call('SUNIONSTORE', orKeys[2], orKeys[1], unpack(all)) - 1
   end
   local each = {}
   for i, p in ipairs(periods) do
@@ -186,34 +190,53 @@ local function mixed(periods)
   return n
 end
 
-local total, ki, ai = 0, 2, 2
-while ai <= #ARGV do
-  local periods, anyb, anyd = {}, false, false
-  for i = 1, tonumber(ARGV[ai]) do
-    local nb, nd = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-    ai = ai + 2
-    local p = {b = {}, d = {}, base = {}}
-    for j = 1, nb do
-      p.b[j], ki = KEYS[ki], ki + 1
+-- count adds up the units ARGV describes.
+local function count()
+  local total, ki, ai = 0, 2, 2
+  while ai <= #ARGV do
+    local periods, anyb, anyd = {}, false, false
+    for i = 1, tonumber(ARGV[ai]) do
+      local nb, nd = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
+      ai = ai + 2
+      local p = {b = {}, d = {}, base = {}}
+      for j = 1, nb do
+        p.b[j], ki = KEYS[ki], ki + 1
+      end
+      for j = 1, nd do
+        p.d[j], p.base[j], ki, ai = KEYS[ki], ARGV[ai + 1], ki + 1, ai + 1
+      end
+      anyb, anyd = anyb or nb > 0, anyd or nd > 0
+      periods[i] = p
     end
-    for j = 1, nd do
-      p.d[j], p.base[j], ki, ai = KEYS[ki], ARGV[ai + 1], ki + 1, ai + 1
+    ai = ai + 1
+    if not anyd then
+      total = total + sparse(periods)
+    else
+      total = total + mixed(periods)
     end
-    anyb, anyd = anyb or nb > 0, anyd or nd > 0
-    periods[i] = p
+    if #made > 0 then
+      redis.call('DEL', unpack(made))
+      made = {}
+    end
   end
-  ai = ai + 1
-  if not anyd then
-    total = total + sparse(periods)
-  else
-    total = total + mixed(periods)
+  if ki ~= #KEYS + 1 then
+    error({err = 'ERR act_count: ' .. (ki - 2) .. ' keys described, ' .. (#KEYS - 1) .. ' given'})
   end
-  if #made > 0 then
-    redis.call('DEL', unpack(made))
-    made = {}
+  return total
+end
+
+-- A command that fails (a key of the wrong type) ends the count with its
+-- error, and no scratch key stays.
+local ok, res = pcall(count)
+for _, keys in ipairs({made, orKeys or {}}) do
+  if #keys > 0 then
+    redis.call('DEL', unpack(keys))
   end
 end
-if ki ~= #KEYS + 1 then
-  return redis.error_reply('ERR act_count: ' .. (ki - 2) .. ' keys described, ' .. (#KEYS - 1) .. ' given')
+if not ok then
+  if type(res) == 'table' then
+    return res
+  end
+  return redis.error_reply(tostring(res))
 end
-return total
+return res

@@ -12,6 +12,9 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
+// aclGuarded is a write made through Lock.Eval: a hash's field.
+var aclGuarded = NewGuardedScript(1, "return redis.call('HSET', KEYS[1], 'status', ARGV[1])")
+
 // readmeACL is the ACL SETUSER line of the README, as fields.
 func readmeACL(t *testing.T) []string {
 	t.Helper()
@@ -30,8 +33,9 @@ func readmeACL(t *testing.T) []string {
 
 // The README's ACL rule is enough to run every object as the application
 // user (locks and read-write locks with waiting woken by the subscription,
-// semaphores, the admin calls, autocomplete, bitmaps), and a user of
-// another namespace gets NOPERM on its keys and changes nothing.
+// semaphores, the admin calls, autocomplete, bitmaps, LockAll, weighted
+// permits, writes guarded by a lock, elections), and a user of another
+// namespace gets NOPERM on its keys and changes nothing.
 func TestACLLeastPrivilege(t *testing.T) {
 	s := privateServer(t, "private redis")
 	rule := readmeACL(t)
@@ -162,6 +166,56 @@ func TestACLLeastPrivilege(t *testing.T) {
 			}
 			_, err := e.CountActiveAll(ctx, "logins", "d1", "d2")
 			return err
+		}},
+		{"LockAll", func(ctx context.Context, e *Engine) error {
+			m, err := e.TryLockAll(ctx, []string{"a", "b", "c"}, LockOptions{})
+			if err != nil {
+				return err
+			}
+			return m.Unlock(ctx)
+		}},
+		{"weighted permits", func(ctx context.Context, e *Engine) error {
+			p, err := e.AcquireSemaphore(ctx, "batch", SemaphoreOptions{Limit: 4, Weight: 3})
+			if err != nil {
+				return err
+			}
+			return p.Release(ctx)
+		}},
+		{"guarded writes", func(ctx context.Context, e *Engine) error {
+			l, err := e.TryLock(ctx, "job", LockOptions{})
+			if err != nil {
+				return err
+			}
+			tag, err := e.HashTag("job")
+			if err != nil {
+				return err
+			}
+			if _, err := l.Eval(ctx, aclGuarded, "orders:jobs:"+tag, "running"); err != nil {
+				return err
+			}
+			return l.Unlock(ctx)
+		}},
+		{"elections", func(ctx context.Context, e *Engine) error {
+			el := e.Election("leader", LockOptions{TTL: 200 * time.Millisecond})
+			octx, stop := context.WithCancel(ctx)
+			defer stop()
+			seen := el.Observe(octx)
+			l, err := el.Campaign(ctx, "a")
+			if err != nil {
+				return err
+			}
+			if err := l.SetOwner(ctx, "b"); err != nil {
+				return err
+			}
+			if _, err := el.Leader(ctx); err != nil {
+				return err
+			}
+			for st := range seen {
+				if st.Value == "b" {
+					break
+				}
+			}
+			return l.Unlock(ctx)
 		}},
 		{"Ping", func(ctx context.Context, e *Engine) error { return e.Ping(ctx) }}, // the scripts load; the wake channel is the user's
 	}

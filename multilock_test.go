@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"sync"
 	"testing"
@@ -185,6 +186,44 @@ func TestLockAllLosesAllWithOne(t *testing.T) {
 		waitFor(t, func() bool { return !lockInfo(t, e, "u").Held && !lockInfo(t, e, "w").Held })
 		if err := m.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
 			t.Fatalf("Unlock after the loss: %v, want ErrNotHeld", err)
+		}
+	})
+}
+
+// A fence counter that holds something else fails TryLockAll with nothing
+// changed: a hash (which MGET reads as absent) and a string that is not a
+// number, on the last of four names, with the others' counters in use. (On
+// a cluster, one script a slot: the other names were taken and given back,
+// their counters moved on; the bad counter is as it was, no name held.)
+func TestLockAllCounterOfWrongType(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		names := []string{"wa", "wb", "wc", "wd"}
+		m, err := e.TryLockAll(ctx, names[:3], LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		counter := object{kind: kindLock, name: "wd", ns: s.NS}.key(":fence")
+		for _, bad := range [][]any{{"HSET", counter, "f", "1"}, {"SET", counter, "12x"}} {
+			s.Must(t, "DEL", counter)
+			s.Must(t, bad[0].(string), bad[1:]...)
+			before := s.Snapshot(t)
+			if _, err := e.TryLockAll(ctx, names, LockOptions{}); err == nil || errors.Is(err, ErrNotAcquired) {
+				t.Errorf("counter made by %s: TryLockAll: %v, want a Redis error", bad[0], err)
+			}
+			after := s.Snapshot(t)
+			if s.Name == "cluster" { // one script a slot: the others were taken and given back
+				maps.DeleteFunc(before, func(k, _ string) bool { return k != counter })
+				maps.DeleteFunc(after, func(k, _ string) bool { return strings.HasSuffix(k, ":fence") && k != counter })
+			}
+			if !maps.Equal(before, after) {
+				t.Errorf("counter made by %s: the keys changed:\n%v\n%v", bad[0], before, after)
+			}
+			free(t, e, names...)
 		}
 	})
 }

@@ -10,25 +10,49 @@
 -- i-th lock (from 1) is not free.
 --
 -- Every key is read before anything is written (a counter of the wrong type
--- fails the script with nothing changed).
+-- fails the script with nothing changed). The common case reads with two
+-- commands whatever n: one EXISTS of every lock, queue and abandon mark,
+-- one MGET of the counters (a counter MGET finds absent is read again
+-- with GET, which fails on a key of another type); then each counter is
+-- INCRed and its retention renewed, as lock_acquire's common case does.
 local n = #KEYS / 4
+local taken, counters = {}, {}
 for i = 0, n - 1 do
-  if redis.call('EXISTS', KEYS[4 * i + 1], KEYS[4 * i + 3], KEYS[4 * i + 4]) > 0 then
-    return {0, i + 1}
+  taken[3 * i + 1], taken[3 * i + 2], taken[3 * i + 3] = KEYS[4 * i + 1], KEYS[4 * i + 3], KEYS[4 * i + 4]
+  counters[i + 1] = KEYS[4 * i + 2]
+end
+if redis.call('EXISTS', unpack(taken)) > 0 then
+  for i = 0, n - 1 do
+    if redis.call('EXISTS', KEYS[4 * i + 1], KEYS[4 * i + 3], KEYS[4 * i + 4]) > 0 then
+      return {0, i + 1}
+    end
   end
 end
-local last = {}
-for i = 0, n - 1 do
-  local v, err = counter_read(KEYS[4 * i + 2])
-  if err then return err end
-  last[i] = v
+local last = redis.call('MGET', unpack(counters))
+for i = 1, n do
+  local v = last[i] or redis.call('GET', counters[i])
+  if v and not string.match(v, '^%d+$') then
+    return redis.error_reply('ERR atomicredis: ' .. counters[i] .. ' does not hold a counter')
+  end
+  last[i] = tonumber(v)
 end
-local reply = {1}
-for i = 0, n - 1 do
-  local f = counter_next(KEYS[4 * i + 2], last[i], ARGV[2])
-  local value = ARGV[4 + i] .. ' ' .. fmt(f) .. ' 0'
+local reply, now = {1}, nil
+for i = 1, n do
+  local f = last[i]
+  if f then
+    f = redis.call('INCR', counters[i])
+    redis.call('PEXPIRE', counters[i], ARGV[2])
+  else -- the counter was gone: start from the clock
+    if not now then
+      local t = redis.call('TIME')
+      now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+    end
+    f = now
+    redis.call('SET', counters[i], string.format('%.0f', f), 'PX', ARGV[2])
+  end
+  local value = ARGV[3 + i] .. ' ' .. string.format('%.0f', f) .. ' 0'
   if ARGV[3] ~= '' then value = value .. ' ' .. ARGV[3] end
-  redis.call('SET', KEYS[4 * i + 1], value, 'PX', ARGV[1])
-  reply[i + 2] = f
+  redis.call('SET', KEYS[4 * i - 3], value, 'PX', ARGV[1])
+  reply[i + 1] = f
 end
 return reply

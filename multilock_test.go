@@ -191,8 +191,9 @@ func TestLockAllLosesAllWithOne(t *testing.T) {
 }
 
 // A fence counter that holds something else fails TryLockAll with nothing
-// changed: a hash (which MGET reads as absent) and a string that is not a
-// number, on the last of four names, with the others' counters in use. (On
+// changed: a hash (which MGET reads as absent), a string that is not a
+// number, and numbers INCR refuses (a leading zero, 2^63 - 1), on the last
+// of four names, with the others' counters in use. (On
 // a cluster, one script a slot: the other names were taken and given back,
 // their counters moved on; the bad counter is as it was, no name held.)
 func TestLockAllCounterOfWrongType(t *testing.T) {
@@ -208,12 +209,12 @@ func TestLockAllCounterOfWrongType(t *testing.T) {
 			t.Fatal(err)
 		}
 		counter := object{kind: kindLock, name: "wd", ns: s.NS}.key(":fence")
-		for _, bad := range [][]any{{"HSET", counter, "f", "1"}, {"SET", counter, "12x"}} {
+		for _, bad := range [][]any{{"HSET", counter, "f", "1"}, {"SET", counter, "12x"}, {"SET", counter, "012"}, {"SET", counter, "9223372036854775807"}} {
 			s.Must(t, "DEL", counter)
 			s.Must(t, bad[0].(string), bad[1:]...)
 			before := s.Snapshot(t)
 			if _, err := e.TryLockAll(ctx, names, LockOptions{}); err == nil || errors.Is(err, ErrNotAcquired) {
-				t.Errorf("counter made by %s: TryLockAll: %v, want a Redis error", bad[0], err)
+				t.Errorf("counter made by %q: TryLockAll: %v, want a Redis error", bad, err)
 			}
 			after := s.Snapshot(t)
 			if s.Name == "cluster" { // one script a slot: the others were taken and given back
@@ -221,7 +222,7 @@ func TestLockAllCounterOfWrongType(t *testing.T) {
 				maps.DeleteFunc(after, func(k, _ string) bool { return strings.HasSuffix(k, ":fence") && k != counter })
 			}
 			if !maps.Equal(before, after) {
-				t.Errorf("counter made by %s: the keys changed:\n%v\n%v", bad[0], before, after)
+				t.Errorf("counter made by %q: the keys changed:\n%v\n%v", bad, before, after)
 			}
 			free(t, e, names...)
 		}

@@ -31,7 +31,9 @@ end
 local last = redis.call('MGET', unpack(counters))
 for i = 1, n do
   local v = last[i] or redis.call('GET', counters[i])
-  if v and not string.match(v, '^%d+$') then
+  -- only what INCR takes (no sign, no leading zero, below 2^63: at most 18
+  -- digits), so that no INCR below fails after a write
+  if v and v ~= '0' and not (#v <= 18 and string.match(v, '^[1-9]%d*$')) then
     return redis.error_reply('ERR atomicredis: ' .. counters[i] .. ' does not hold a counter')
   end
   last[i] = tonumber(v)

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"strconv"
 	"strings"
@@ -363,10 +364,11 @@ func TestActivityThresholds(t *testing.T) {
 	})
 }
 
-// A count that meets a bucket of the wrong type fails with WRONGTYPE and
-// leaves no scratch key, wherever the bucket lies in its script: after
-// unions of other units (OR), intersections (AND), or bitmaps made from
-// buckets (a unit with a dense shard in one period).
+// A count that meets a bucket of the wrong type fails with a WRONGTYPE
+// reply, changes no key and leaves no scratch key, wherever the bucket
+// lies in its script: after unions of other units (OR), intersections
+// (AND), or bitmaps made from buckets (a unit with a dense shard in one
+// period).
 func TestActivityCountFailsCleanly(t *testing.T) {
 	smallTries(t, 4, 8)
 	servers(t, func(t *testing.T, s *testserver.Server) {
@@ -407,8 +409,14 @@ func TestActivityCountFailsCleanly(t *testing.T) {
 		}
 		for _, ps := range [][]string{{"a", "b"}, {"c", "d"}} {
 			for name, count := range map[string]func(context.Context, string, ...string) (int64, error){"CountActive": e.CountActive, "CountActiveAll": e.CountActiveAll} {
-				if n, err := count(ctx, "wt", ps...); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
-					t.Errorf("%s(%q) = %d, %v; want WRONGTYPE", name, ps, n, err)
+				before := s.Snapshot(t)
+				n, err := count(ctx, "wt", ps...)
+				var re redis.Error
+				if !errors.As(err, &re) || !strings.HasPrefix(string(re), "WRONGTYPE ") {
+					t.Errorf("%s(%q) = %d, %v; want a WRONGTYPE reply", name, ps, n, err)
+				}
+				if after := s.Snapshot(t); !maps.Equal(before, after) {
+					t.Errorf("%s(%q): the keys changed:\n%v\n%v", name, ps, before, after)
 				}
 				for _, k := range s.Keys(t) {
 					if strings.Contains(k, "}~") {

@@ -76,8 +76,8 @@ local function sparse(periods)
     -- twice as much (a realloc and a memmove an id). SUNIONSTORE replies
     -- the union's size.
     if not orKeys then
+      redis.call('SADD', KEYS[1] .. 'x', 'x')
       orKeys = {KEYS[1] .. 'x', KEYS[1] .. 'u'}
-      redis.call('SADD', orKeys[1], 'x')
     end
     return redis.call('SUNIONSTORE', orKeys[2], orKeys[1], unpack(all)) - 1
   end
@@ -237,6 +237,12 @@ if not ok then
   if type(res) == 'table' then
     return res
   end
-  return redis.error_reply(tostring(res))
+  -- a Lua error (or, in some servers, a command's error) is a string led
+  -- by the script's position: the reply keeps the error's code
+  local msg = string.gsub(tostring(res), '^[^ ]*:%d+: ', '')
+  if not string.match(msg, '^%u+ ') then
+    msg = 'ERR ' .. msg
+  end
+  return redis.error_reply(msg)
 end
 return res

@@ -210,9 +210,18 @@ func TestACLLeastPrivilege(t *testing.T) {
 			if _, err := el.Leader(ctx); err != nil {
 				return err
 			}
-			for st := range seen {
-				if st.Value == "b" {
-					break
+			deadline := time.After(5 * time.Second)
+			for heard := false; !heard; {
+				select {
+				case st, open := <-seen:
+					if !open {
+						l.Unlock(ctx)
+						return errors.New("the observer stopped before it heard the new value")
+					}
+					heard = st.Value == "b"
+				case <-deadline:
+					l.Unlock(ctx)
+					return errors.New("the observer did not hear the new value in 5 s")
 				}
 			}
 			return l.Unlock(ctx)

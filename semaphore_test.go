@@ -385,3 +385,68 @@ func zinterstores(t *testing.T, s *testserver.Server) int64 {
 	n, _ := strconv.ParseInt(v, 10, 64)
 	return n
 }
+
+// The keys a release writes only for a waiter, the fence counter and the
+// waiters hash, are read when one is queued: a counter of the wrong type
+// then fails the release with nothing changed; with nobody queued a
+// release does not read it, nor a one-try acquire the waiters hash.
+func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
+		obj := object{kind: kindSem, name: "lazy", ns: s.NS}
+		counter, waiters := obj.key(":counter"), obj.key(":waiters")
+		held, err := e.TryAcquireSemaphore(ctx, "lazy", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wctx, stop := context.WithCancel(ctx)
+		defer stop()
+		got := make(chan error, 1)
+		go func() {
+			p, err := e.AcquireSemaphore(wctx, "lazy", SemaphoreOptions{Limit: 1, Wait: time.Minute})
+			if err == nil {
+				err = p.Release(ctx)
+			}
+			got <- err
+		}()
+		for {
+			if info, err := e.SemaphoreInfo(ctx, "lazy"); err != nil || info.Waiting == 1 {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		last := s.Must(t, "GET", counter)
+		s.Must(t, "DEL", counter)
+		s.Must(t, "HSET", counter, "f", "1")
+		before := s.Snapshot(t)
+		if err := held.Release(ctx); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Release with a waiter and a hash for the counter: %v, want WRONGTYPE", err)
+		}
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("the failed release changed keys:\n%v\n%v", before, after)
+		}
+		s.Must(t, "DEL", counter)
+		s.Must(t, "SET", counter, last)
+		if err := held.Release(ctx); err != nil {
+			t.Fatalf("Release with the counter back: %v", err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("the waiter: %v", err)
+		}
+		// Nobody queued: a one-try acquire does not read the waiters hash,
+		// a release not the counter.
+		s.Must(t, "DEL", waiters)
+		s.Must(t, "SET", waiters, "not a hash")
+		p, err := e.TryAcquireSemaphore(ctx, "lazy", SemaphoreOptions{Limit: 1})
+		if err != nil {
+			t.Fatalf("TryAcquireSemaphore, nobody queued, a string for the waiters hash: %v", err)
+		}
+		s.Must(t, "DEL", counter)
+		s.Must(t, "HSET", counter, "f", "1")
+		if err := p.Release(ctx); err != nil {
+			t.Errorf("Release, nobody queued, a hash for the counter: %v", err)
+		}
+		s.Must(t, "DEL", counter, waiters)
+	})
+}

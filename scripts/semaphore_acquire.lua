@@ -45,7 +45,7 @@ local found = redis.call('EXISTS', KEYS[8], k.owners)
 if found > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
   return {2}
 end
-local st, err = sem_read(k, found > 0 or owner ~= nil)
+local st, err = sem_read(k, found > 0 or owner ~= nil, ARGV[2] == '0' and 'waiters' or nil) -- one try queues nobody
 if err then return err end
 local limit = st.limit or tonumber(ARGV[8])
 if limit == 0 then

@@ -7,10 +7,11 @@
 -- remnant is removed either way).
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
   owners = KEYS[7]}
--- The owners hash is read always, the waiters hash only if someone is
--- queued (nothing else here writes it): a release makes as many calls as
--- before permits had Owners, and only a stored Owner adds its HDEL.
-local st, err = sem_read(k, true, true)
+-- The owners hash is read always, the waiters hash and the counter only if
+-- someone is queued (nothing else here writes them): a release makes as
+-- many calls as before permits had Owners, and only a stored Owner adds its
+-- HDEL.
+local st, err = sem_read(k, true, 'waiters+counter')
 if err then return err end
 local now = now_ms()
 local live = sem_drop(k, st, ARGV[1], now)

@@ -34,11 +34,11 @@
 -- sem_settle stores), queued (the queue's length), owners (the owner set's
 -- size, which sem_drop and sem_purge keep up to date), named (the owners
 -- hash's size, which they keep too). named: false if the caller knows the
--- owners hash is absent (it is not read); lazy: the caller writes the
--- waiters hash only if someone is queued, so it is read only then.
+-- owners hash is absent (it is not read); lazy: what the caller writes
+-- only if someone is queued, so it is read only then: 'waiters' (a one-try
+-- acquire hands permits to waiters, but queues nobody), 'waiters+counter'
+-- (a release takes no permit: it numbers one only for a waiter).
 local function sem_read(k, named, lazy)
-  local last, err = counter_read(k.counter)
-  if err then return nil, err end
   local raw = redis.call('GET', k.limit)
   local limit, extra, ttl
   if raw then
@@ -53,6 +53,12 @@ local function sem_read(k, named, lazy)
   end
   extra = extra and tonumber(extra) or 0
   local queued = redis.call('ZCARD', k.q)
+  local last
+  if queued > 0 or lazy ~= 'waiters+counter' then
+    local err
+    last, err = counter_read(k.counter)
+    if err then return nil, err end
+  end
   if queued > 0 or not lazy then
     redis.call('HLEN', k.w)
   end

@@ -394,6 +394,7 @@ func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
+		e.queueTTL = slowExtensions // the waiter's own look at the counter would fail while it is a hash
 		obj := object{kind: kindSem, name: "lazy", ns: s.NS}
 		counter, waiters := obj.key(":counter"), obj.key(":waiters")
 		held, err := e.TryAcquireSemaphore(ctx, "lazy", SemaphoreOptions{Limit: 1, TTL: time.Minute})
@@ -411,7 +412,11 @@ func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
 			got <- err
 		}()
 		for {
-			if info, err := e.SemaphoreInfo(ctx, "lazy"); err != nil || info.Waiting == 1 {
+			info, err := e.SemaphoreInfo(ctx, "lazy")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.Waiting == 1 {
 				break
 			}
 			time.Sleep(time.Millisecond)
@@ -448,5 +453,43 @@ func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
 			t.Errorf("Release, nobody queued, a hash for the counter: %v", err)
 		}
 		s.Must(t, "DEL", counter, waiters)
+	})
+}
+
+// Where the waiters hash is read lazily, it is still read before any write
+// of a script that may touch it: a one-try acquire with someone queued
+// (a timed-out permit is purged, a write, before the queue's head is
+// read), and a waiting acquire with nobody queued and no room (the limit
+// is stored, a write, before the caller queues). A string there fails
+// both with WRONGTYPE and no key changed.
+func TestSemaphoreWaitersReadBeforeWrites(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		now := serverMicros(s, t) / 1000
+		a := object{kind: kindSem, name: "wa", ns: s.NS}
+		s.Must(t, "ZADD", a.key(""), 1, "old")
+		s.Must(t, "ZADD", a.key(":owner"), 5, "old")
+		s.Must(t, "SET", a.key(":counter"), 5)
+		s.Must(t, "ZADD", a.key(":queue"), 1, "ghost")
+		s.Must(t, "SET", a.key(":waiters"), "not a hash")
+		before := s.Snapshot(t)
+		if _, err := e.TryAcquireSemaphore(ctx, "wa", SemaphoreOptions{Limit: 1}); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("TryAcquireSemaphore, someone queued, a string for the waiters hash: %v, want WRONGTYPE", err)
+		}
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("the one try changed keys:\n%v\n%v", before, after)
+		}
+		b := object{kind: kindSem, name: "wb", ns: s.NS}
+		s.Must(t, "ZADD", b.key(""), now+60000, "live")
+		s.Must(t, "ZADD", b.key(":owner"), 5, "live")
+		s.Must(t, "SET", b.key(":counter"), 5)
+		s.Must(t, "SET", b.key(":waiters"), "not a hash")
+		before = s.Snapshot(t)
+		if _, err := e.AcquireSemaphore(ctx, "wb", SemaphoreOptions{Limit: 1, Wait: 200 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("AcquireSemaphore, nobody queued, no room, a string for the waiters hash: %v, want WRONGTYPE", err)
+		}
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("the waiting acquire changed keys:\n%v\n%v", before, after)
+		}
 	})
 }

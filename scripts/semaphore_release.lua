@@ -8,9 +8,8 @@
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
   owners = KEYS[7]}
 -- The owners hash is read always, the waiters hash and the counter only if
--- someone is queued (nothing else here writes them): a release makes as
--- many calls as before permits had Owners, and only a stored Owner adds its
--- HDEL.
+-- someone is queued (nothing else here writes them); a stored Owner adds
+-- one call, its HDEL.
 local st, err = sem_read(k, true, 'waiters+counter')
 if err then return err end
 local now = now_ms()

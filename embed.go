@@ -25,7 +25,7 @@ var (
 	scriptLockInfo    = load("lock_info", 2, "queue")
 	scriptLockForce   = load("lock_force", 4, "queue", "lock")
 	scriptLockOwner   = load("lock_owner", 1)
-	scriptLockAll     = load("lock_acquire_all", -1) // 4 keys a lock
+	scriptLockAll     = load("lock_acquire_all", -1, "queue") // 4 keys a lock
 
 	scriptElAcquire = loadObserved("lock_acquire", 5, "queue", "lock")
 	scriptElAbandon = loadObserved("lock_abandon", 5, "queue", "lock")

@@ -30,13 +30,9 @@ if redis.call('EXISTS', unpack(taken)) > 0 then
 end
 local last = redis.call('MGET', unpack(counters))
 for i = 1, n do
-  local v = last[i] or redis.call('GET', counters[i])
-  -- only what INCR takes (no sign, no leading zero, below 2^63: at most 18
-  -- digits), so that no INCR below fails after a write
-  if v and v ~= '0' and not (#v <= 18 and string.match(v, '^[1-9]%d*$')) then
-    return redis.error_reply('ERR atomicredis: ' .. counters[i] .. ' does not hold a counter')
-  end
-  last[i] = tonumber(v)
+  local v, err = counter_value(counters[i], last[i] or redis.call('GET', counters[i]))
+  if err then return err end
+  last[i] = v
 end
 local reply, now = {1}, nil
 for i = 1, n do

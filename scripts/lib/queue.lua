@@ -36,15 +36,21 @@ local function fmt(n)
   return string.format('%.0f', n)
 end
 
--- counter_read returns a fence counter's value, nil if the key is absent,
--- or an error reply if it holds anything but a counter (checked before a
--- script's first write).
-local function counter_read(key)
-  local v = redis.call('GET', key)
-  if v and not string.match(v, '^%d+$') then
+-- counter_value returns the value v of fence counter key, as GET or MGET
+-- read it, as a number (nil if absent: v nil or false), or an error reply
+-- if it holds anything but a counter: what INCR takes (no sign, no leading
+-- zero, below 2^63: at most 18 digits), so that no INCR after a script's
+-- first write fails (checked before it).
+local function counter_value(key, v)
+  if v and v ~= '0' and not (#v <= 18 and string.match(v, '^[1-9]%d*$')) then
     return nil, redis.error_reply('ERR atomicredis: ' .. key .. ' does not hold a counter')
   end
   return tonumber(v)
+end
+
+-- counter_read returns a fence counter's value, as counter_value.
+local function counter_read(key)
+  return counter_value(key, redis.call('GET', key))
 end
 
 -- counter_next stores and returns the fence after last (nil: the counter

@@ -293,8 +293,25 @@ func permitTaker(acquire func(ctx context.Context) (*Permit, error)) taker {
 // client's clock: the order the clients queued in.
 var queuedAt sync.Map
 
+// arrivalOf holds, by token, the arrival number the server gave each
+// acquisition's first queue entry (queuedHook), while recordArrivals is
+// set (by queueingEngine: the other tests do not keep them).
+var (
+	arrivalOf      sync.Map
+	recordArrivals atomic.Bool
+)
+
+func init() {
+	queuedHook = func(token string, arrival int64) {
+		if recordArrivals.Load() {
+			arrivalOf.LoadOrStore(token, arrival)
+		}
+	}
+}
+
 // queueingEngine is env's engine with an observer that notes queuedAt.
 func (env *benchEnv) queueingEngine() *Engine {
+	recordArrivals.Store(true)
 	return New(env.pool, WithNamespace(env.ns), WithObserver(func(ev Event) {
 		if ev.Type == EventQueued {
 			queuedAt.Store(ev.Token, time.Now())
@@ -369,10 +386,12 @@ func contentionRound(r *round, ct contender, clients, limit int, hold, window ti
 		all := float64(len(takes))
 		r.add("round-cmds/acq", s0.to(s3).cmds/all)
 		r.add("cmds-goal/acq", 2+extensions/all)
-		if share, n, tie, apart := inQueueOrder(takes); n > 0 {
+		if share, n, tie, apart, byServer, served := inQueueOrder(takes); n > 0 {
 			r.add("in-order%", 100*share)
 			r.add("tie-us", 1e3*tie)
 			r.add("apart-us", 1e3*apart)
+			r.add("server-too%", 100*byServer)
+			r.add("served%", 100*served)
 		}
 	}
 	return nil
@@ -432,29 +451,54 @@ func earlier(a, b time.Time) time.Time {
 // n is how many were judged. tieMs is the median time, in ms, between the
 // two "queued" replies of a pair that returned out of that order (0: none
 // did), apartMs that of all pairs: a pair told within microseconds of
-// each other may have reached the server in the other order.
-func inQueueOrder(takes []take) (share float64, n int, tieMs, apartMs float64) {
-	type queued struct{ at, returned time.Time }
+// each other may have reached the server in the other order. The server
+// says which: byServer is the share of the pairs out of order whose
+// arrival numbers (queuedHook) are out of that order too, and served the
+// share of acquisitions, in the order of their arrival numbers, whose call
+// returned after the one that arrived before it.
+func inQueueOrder(takes []take) (share float64, n int, tieMs, apartMs, byServer, served float64) {
+	type queued struct {
+		at, returned time.Time
+		arrival      int64
+	}
 	var q []queued
 	for _, tk := range takes {
-		if at, ok := queuedAt.LoadAndDelete(tk.token); ok && tk.token != "" {
-			q = append(q, queued{at.(time.Time), tk.at})
+		at, ok := queuedAt.LoadAndDelete(tk.token)
+		a, _ := arrivalOf.LoadAndDelete(tk.token)
+		if ok && tk.token != "" {
+			arrival, _ := a.(int64)
+			q = append(q, queued{at.(time.Time), tk.at, arrival})
 		}
 	}
 	if len(q) < 2 {
-		return 0, 0, 0, 0
+		return 0, 0, 0, 0, 0, 0
 	}
 	sort.Slice(q, func(i, j int) bool { return q[i].at.Before(q[j].at) })
 	var gaps, ties []time.Duration
+	reversed := 0
 	for i := 1; i < len(q); i++ {
 		gap := q[i].at.Sub(q[i-1].at)
 		gaps = append(gaps, gap)
 		if !q[i].returned.After(q[i-1].returned) {
 			ties = append(ties, gap)
+			if q[i].arrival < q[i-1].arrival {
+				reversed++
+			}
 		}
 	}
 	share = 1 - float64(len(ties))/float64(len(gaps))
-	return share, len(gaps), percentile(ties, 0.5), percentile(gaps, 0.5)
+	if len(ties) > 0 {
+		byServer = float64(reversed) / float64(len(ties))
+	}
+	sort.Slice(q, func(i, j int) bool { return q[i].arrival < q[j].arrival })
+	late := 0
+	for i := 1; i < len(q); i++ {
+		if !q[i].returned.After(q[i-1].returned) {
+			late++
+		}
+	}
+	served = 1 - float64(late)/float64(len(q)-1)
+	return share, len(gaps), percentile(ties, 0.5), percentile(gaps, 0.5), byServer, served
 }
 
 // crowdExperiment is an experiment of contenders that each run a crowd
@@ -724,9 +768,13 @@ var waitTargets = []target{
 	{"crowd, redis-server busy: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "busy%"}, [2]string{"BenchmarkWaitCrowd/polling", "busy%"}, "", 0},
 	{"crowd, longest stall: handoff ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff", "max-stall-ms"}, [2]string{"BenchmarkWaitCrowd/polling", "max-stall-ms"}, "", 0},
 	{"crowd, Lock calls returned in the order they queued (%)", [2]string{"BenchmarkWaitCrowd/handoff", "in-order%"}, [2]string{}, ">=", 99},
+	{"crowd, FIFO: pairs out of order that the server queued in the other order too (%)", [2]string{"BenchmarkWaitCrowd/handoff", "server-too%"}, [2]string{}, "", 0},
+	{"crowd, Lock calls returned in the order the server queued them (%)", [2]string{"BenchmarkWaitCrowd/handoff", "served%"}, [2]string{}, "", 0},
 	{"hot name, Lock calls returned in the order they queued (%)", [2]string{"BenchmarkWaitNoHold/handoff", "in-order%"}, [2]string{}, ">=", 99},
 	{"hot name, FIFO: µs between the \"queued\" replies of a pair out of order (p50)", [2]string{"BenchmarkWaitNoHold/handoff", "tie-us"}, [2]string{}, "", 0},
 	{"hot name, FIFO: µs between the \"queued\" replies of any pair (p50)", [2]string{"BenchmarkWaitNoHold/handoff", "apart-us"}, [2]string{}, "", 0},
+	{"hot name, FIFO: pairs out of order that the server queued in the other order too (%)", [2]string{"BenchmarkWaitNoHold/handoff", "server-too%"}, [2]string{}, "", 0},
+	{"hot name, Lock calls returned in the order the server queued them (%)", [2]string{"BenchmarkWaitNoHold/handoff", "served%"}, [2]string{}, "", 0},
 	{"crowd, engine per client: commands/acq ÷ (2 + extensions)", [2]string{"BenchmarkWaitCrowd/handoff-engines", "round-cmds/acq"}, [2]string{"BenchmarkWaitCrowd/handoff-engines", "cmds-goal/acq"}, "", 0},
 	{"crowd, engine per client: server CPU/acq ÷ polling", [2]string{"BenchmarkWaitCrowd/handoff-engines", "cpu-us/acq"}, [2]string{"BenchmarkWaitCrowd/polling", "cpu-us/acq"}, "", 0},
 	{"neighbour's GET p99: handoff crowd ÷ idle", [2]string{"BenchmarkWaitNeighbour/handoff", "p99-ms"}, [2]string{"BenchmarkWaitNeighbour/idle", "p99-ms"}, "<=", 2},
@@ -752,4 +800,6 @@ var waitTargets = []target{
 	{"semaphore, acquisitions returned in the order they queued (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "in-order%"}, [2]string{}, ">=", 99},
 	{"semaphore, FIFO: µs between the \"queued\" replies of a pair out of order (p50)", [2]string{"BenchmarkWaitSemaphore/handoff", "tie-us"}, [2]string{}, "", 0},
 	{"semaphore, FIFO: µs between the \"queued\" replies of any pair (p50)", [2]string{"BenchmarkWaitSemaphore/handoff", "apart-us"}, [2]string{}, "", 0},
+	{"semaphore, FIFO: pairs out of order that the server queued in the other order too (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "server-too%"}, [2]string{}, "", 0},
+	{"semaphore, acquisitions returned in the order the server queued them (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "served%"}, [2]string{}, "", 0},
 }

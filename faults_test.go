@@ -704,6 +704,7 @@ func TestClientClockOnlyPaces(t *testing.T) {
 		"Close":      "how long Close's releases may take",
 		"leaseOver":  "whether a holding nothing extends has outlived its lease, to prune the engine's registry for Close",
 		"release":    "how long an Unlock or Release may take",
+		"lapse":      "when a holding that nothing extends any more (its release under way, or failed) is lost: its span after the last extension",
 		"unlock":     "retrying a release until its deadline",
 		"unanswered": "the deadline a release went unanswered within, for its error",
 		"released":   "how long the holding was held, for EventReleased",

@@ -196,6 +196,16 @@ func (h *holding) release(ctx context.Context) error {
 	if dl, ok := ctx.Deadline(); ok && dl.After(deadline) {
 		deadline = dl
 	}
+	if stop := h.lapse(); stop != nil {
+		defer func() { // unless the release failed: then it ends h in time
+			h.mu.Lock()
+			over := h.ended != nil
+			h.mu.Unlock()
+			if over {
+				stop()
+			}
+		}()
+	}
 	released, err := h.unlock(ctx, deadline)
 	switch {
 	case err != nil:
@@ -220,6 +230,9 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 	h.mu.Unlock()
 	if over {
 		return nil
+	}
+	if stop := h.lapse(); stop != nil {
+		defer stop()
 	}
 	released, err := h.unlock(ctx, deadline)
 	cause := h.obj.errorf("fence %d: released by Close: %w", h.fence, ErrClosed)
@@ -289,6 +302,29 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 		last = err
 		time.Sleep(min(pause, time.Until(deadline)))
 	}
+}
+
+// lapse arms h's loss for when its lease runs out by the client's clock
+// (its span after the last extension), as a release begins: the release
+// has stopped the watchdog, or the confirmation of a holding handed over,
+// so nothing extends h any more, and its Contexts, which have no deadline
+// of their own, must end before another can take the name, even while the
+// release is still trying, or after it failed. A release that ends h
+// first stops it (stop; nil if nothing was armed).
+func (h *holding) lapse() (stop func() bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.ended != nil || !h.watchdog && h.confirmed { // over, or its Contexts end with the lease
+		return nil
+	}
+	return time.AfterFunc(time.Until(h.extended.Add(h.span())), func() {
+		h.mu.Lock()
+		held := h.ended == nil
+		h.mu.Unlock()
+		if held {
+			h.lost(h.obj.errorf("fence %d: the lease ran out while its release went unanswered: %w", h.fence, ErrNotHeld))
+		}
+	}).Stop
 }
 
 // unanswered is the error of a release that got no answer: err, the last

@@ -334,6 +334,9 @@ func (r *renewer) extend(stop context.Context, e *Engine) {
 					retry = exhaustedPause
 				}
 				h.retryAt = time.Now().Add(retry)
+				if end := extended.Add(span); h.retryAt.After(end) {
+					h.retryAt = end // it is lost then, not a retry later
+				}
 				h.mu.Unlock()
 				continue
 			}

@@ -5,6 +5,8 @@ package atomicredis
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -178,5 +180,124 @@ func TestContextEndsATenthBeforeTheLease(t *testing.T) {
 		c, cancel = p.Context(context.Background())
 		check("a permit", lease, before, after, c)
 		cancel()
+	})
+}
+
+// An Unlock stops the watchdog before it tries the server, so nothing
+// extends the lock any more: if the release goes unanswered, the lock's
+// Context ends, and Lost closes, when its span (the lease less a tenth)
+// runs out after the last extension, while Unlock still tries and after it
+// failed, before another can take the name; an election's leadership
+// likewise, before the next candidate leads. (Before, they stayed live
+// forever.)
+func TestFailedUnlockEndsTheHolding(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("needs the fault proxy in front of one server")
+		}
+		s.Realtime(t)
+		ctx := ctxT(t)
+		const lease = 600 * time.Millisecond
+		for _, kind := range []string{"watchdog lock", "election"} {
+			proxy := startProxy(t, s.Addr, faults{})
+			a := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithCallTimeout(200*time.Millisecond))
+			b := engine(s)
+			take := func(e *Engine, value string) (*Lock, error) {
+				if kind == "election" {
+					return e.Election("lapse", LockOptions{TTL: lease}).Campaign(ctx, value)
+				}
+				return e.Lock(ctx, "lapse", LockOptions{TTL: lease, Watchdog: true, Wait: 5 * time.Second})
+			}
+			l, err := take(a, "a")
+			if err != nil {
+				t.Fatal(kind, err)
+			}
+			work, cancel := l.Context(ctx)
+			if err := l.Extend(ctx, lease); err != nil {
+				t.Fatal(kind, err)
+			}
+			sent := time.Now()
+			proxy.refuse.Store(true)
+			proxy.cutAll()
+			unlocked := make(chan error, 1)
+			go func() { unlocked <- l.Unlock(context.Background()) }() // it tries for ReleaseTimeout, past the span
+			select {
+			case <-work.Done():
+				if took, span := time.Since(sent), lease-lease/10; took < span-50*time.Millisecond {
+					t.Errorf("%s: Context ended %v after the last extension, before its span %v", kind, took, span)
+				}
+			case <-time.After(5 * time.Second):
+				t.Fatalf("%s: Context still live 5 s after a failed Unlock (lease %v)", kind, lease)
+			}
+			if !errors.Is(context.Cause(work), ErrNotHeld) {
+				t.Errorf("%s: cause %v, want ErrNotHeld", kind, context.Cause(work))
+			}
+			select {
+			case <-l.Lost():
+			default:
+				t.Errorf("%s: Lost still open after the Context ended", kind)
+			}
+			if err := <-unlocked; err == nil {
+				t.Errorf("%s: Unlock through a refusing proxy succeeded", kind)
+			}
+			lb, err := take(b, "b")
+			if err != nil {
+				t.Fatal(kind, err)
+			}
+			if lb.Fence() <= l.Fence() {
+				t.Errorf("%s: the next holder's fence %d is not above %d", kind, lb.Fence(), l.Fence())
+			}
+			lb.Unlock(ctx)
+			cancel()
+			a.Close(ctx)
+			b.Close(ctx)
+		}
+	})
+}
+
+// A watchdog whose extensions keep failing declares the lock lost when its
+// span runs out after the last extension (the lease less a tenth, counted
+// from when that extension was sent), not at a retry past it: refused
+// connections fail each try at once; a server that answers too late fails
+// each at the call's timeout.
+func TestWatchdogLosesAtItsSpan(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("needs the fault proxy in front of one server")
+		}
+		s.Realtime(t)
+		ctx := ctxT(t)
+		const lease = 3 * time.Second // retries a tenth of the lease apart went up to a tenth past the span
+		for _, slow := range []bool{false, true} {
+			proxy := startProxy(t, s.Addr, faults{})
+			opts := []Option{WithNamespace(s.NS)}
+			if slow {
+				opts = append(opts, WithCallTimeout(700*time.Millisecond))
+			}
+			e := New(newPool(t, proxy.addr()), opts...)
+			l, err := e.TryLock(ctx, fmt.Sprint("span-", slow), LockOptions{TTL: lease, Watchdog: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			work, cancel := l.Context(ctx)
+			sent := time.Now()
+			if err := l.Extend(ctx, lease); err != nil {
+				t.Fatal(err)
+			}
+			if slow {
+				proxy.lag.Store(int64(2 * time.Second)) // past every call's timeout
+			} else {
+				proxy.refuse.Store(true)
+				proxy.cutAll()
+			}
+			<-work.Done()
+			if took, span := time.Since(sent), lease-lease/10; took > span+60*time.Millisecond {
+				t.Errorf("slow %v: lost %v after the last extension was sent, past its span %v (lease %v)", slow, took.Round(time.Millisecond), span, lease)
+			}
+			cancel()
+			proxy.lag.Store(0)
+			proxy.refuse.Store(false)
+			e.Close(ctx)
+		}
 	})
 }

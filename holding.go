@@ -239,10 +239,12 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 	if err != nil || !released {
 		h.closeLost()
 		h.end(cause)
+		h.lostHook() // a MultiLock's Lost closes with its locks'
 		return err
 	}
 	h.closeLost()
 	h.released(cause)
+	h.lostHook()
 	return nil
 }
 

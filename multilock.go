@@ -75,8 +75,9 @@ func (e *Engine) lockAll(ctx context.Context, names []string, o LockOptions, may
 	}
 	busy, err := m.tryAll(ctx, names, o)
 	switch {
-	case err != nil:
+	case err != nil && (!mayWait || !retryable(err) || ctxErr(ctx) != nil):
 		return m.ready(err)
+	case err != nil: // a failure a wait retries: one name at a time, each retried
 	case busy < 0:
 		return m.ready(nil)
 	case !mayWait:

@@ -5,12 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"os"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
 )
 
 // free fails t unless none of names is held.
@@ -246,5 +250,88 @@ func TestLockAllInvalid(t *testing.T) {
 			}
 		}
 		free(t, e, "a", "b", "m0")
+	})
+}
+
+// refusingPool refuses its first n connections as a restarting server does
+// (connection refused), then serves from p.
+type refusingPool struct {
+	p  Pool
+	mu sync.Mutex
+	n  int
+}
+
+func (f *refusingPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	f.mu.Lock()
+	refuse := f.n > 0
+	f.n--
+	f.mu.Unlock()
+	if refuse {
+		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
+	}
+	return f.p.GetContext(ctx)
+}
+
+// A LockAll that waits rides out a refused connection as Lock does (the
+// README: a wait retries it until it runs out): it goes on name by name,
+// each retried, where its first try at all the names at once failed. A
+// TryLockAll reports it. (Before, LockAll gave up at once.)
+func TestLockAllRidesOutARefusedConnection(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("a plain pool in front of one server")
+		}
+		ctx := ctxT(t)
+		o := LockOptions{TTL: 5 * time.Second, Wait: 2 * time.Second}
+		e := New(&refusingPool{p: s.Pool, n: 1}, WithNamespace(s.NS))
+		defer e.Close(ctx)
+		m, err := e.LockAll(ctx, []string{"r1", "r2"}, o)
+		if err != nil {
+			t.Fatalf("LockAll (Wait 2s) after one refused connection: %v", err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		try := New(&refusingPool{p: s.Pool, n: 1}, WithNamespace(s.NS))
+		defer try.Close(ctx)
+		if _, err := try.TryLockAll(ctx, []string{"r1", "r2"}, o); err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("TryLockAll after one refused connection: %v, want the refusal", err)
+		}
+		free(t, engine(s), "r1", "r2")
+	})
+}
+
+// Close releases a MultiLock's locks: each Lock's Lost closes, and so does
+// the MultiLock's, which closes when any of its locks is lost. (Before,
+// MultiLock.Lost stayed open.)
+func TestMultiLockLostOnClose(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		m, err := e.LockAll(ctx, []string{"ca", "cb"}, LockOptions{TTL: 5 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mctx, cancel := m.Context(context.Background())
+		defer cancel()
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i, l := range m.Locks() {
+			select {
+			case <-l.Lost():
+			case <-time.After(time.Second):
+				t.Errorf("lock %d: Lost open after Close", i)
+			}
+		}
+		select {
+		case <-mctx.Done():
+		case <-time.After(time.Second):
+			t.Errorf("MultiLock.Context live after Close")
+		}
+		select {
+		case <-m.Lost():
+		case <-time.After(time.Second):
+			t.Errorf("MultiLock.Lost open after Close, though each Lock.Lost closed")
+		}
 	})
 }

@@ -493,3 +493,47 @@ func TestSemaphoreWaitersReadBeforeWrites(t *testing.T) {
 		}
 	})
 }
+
+// A semaphore script that fails on a key of the wrong type has written
+// nothing: SetSemaphoreLimit and an abandon read the permits (their
+// timeouts) before their first write, and the pickup of a permit handed
+// over reads its counter before it moves its deadline. (Before, each wrote
+// first: the limit, the abandon mark, the deadline.)
+func TestSemaphoreScriptsReadPermitsFirst(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		failsClean := func(what string, f func() error) {
+			t.Helper()
+			before := s.Snapshot(t)
+			err := f()
+			if after := s.Snapshot(t); !maps.Equal(before, after) {
+				t.Errorf("%s: keys changed by a failed script:\nbefore %v\nafter  %v", what, before, after)
+			}
+			if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("%s: %v, want WRONGTYPE", what, err)
+			}
+		}
+		k := func(name, suffix string) string { return object{kind: kindSem, name: name, ns: s.NS}.key(suffix) }
+		s.Must(t, "SET", k("limit", ""), "not a zset")
+		failsClean("SetSemaphoreLimit", func() error { return e.SetSemaphoreLimit(ctx, "limit", 5) })
+
+		s.Must(t, "SET", k("abandon", ""), "not a zset")
+		failsClean("abandon", func() error {
+			c := s.Pool.Get()
+			defer c.Close()
+			kk := func(suffix string) any { return k("abandon", suffix) }
+			_, err := scriptSemAbandon.Do(c, kk(""), kk(":owner"), kk(":counter"), kk(":limit"), kk(":queue"), kk(":waiters"), kk(":owners"),
+				kk(":void:tok"), "tok", 1000, time.Hour.Milliseconds(), s.NS+"wake:")
+			return err
+		})
+
+		token := "tok-1"
+		s.Must(t, "ZADD", k("pick", ""), serverMicros(s, t)/1000+60000, token) // handed over: its deadline
+		s.Must(t, "SET", k("pick", ":owner"), "not a zset")
+		failsClean("pickup", func() error {
+			args := append(semOps.keysAnd(object{kind: kindSem, name: "pick", ns: s.NS}, ":void:", token), token, 2, 1000, 10000, e.retentionArg, e.idArg, e.wakeArg, 5)
+			_, err := e.call(ctx, scriptSemAcquire, args, false, 0)
+			return err
+		})
+	})
+}

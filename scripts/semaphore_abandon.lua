@@ -13,6 +13,7 @@ local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[
   owners = KEYS[7]}
 local st, err = sem_read(k)
 if err then return err end
+redis.call('ZCARD', k.timeouts) -- its type, before the first write
 local now = now_ms()
 redis.call('SET', KEYS[8], 1, 'PX', ARGV[2])
 q_leave(k.q, k.w, ARGV[1])

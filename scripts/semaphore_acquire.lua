@@ -36,8 +36,9 @@ local now, token, ttl, owner, weight = now_ms(), ARGV[1], tonumber(ARGV[4]), ARG
 if owner == '' then owner = nil end
 local mine = redis.call('ZSCORE', k.timeouts, token)
 if mine and tonumber(mine) > now then -- handed over while queued: pick it up
+  local rank = redis.call('ZSCORE', k.owner, token)
   redis.call('ZADD', k.timeouts, now + ttl, token)
-  return {1, tonumber(redis.call('ZSCORE', k.owner, token))}
+  return {1, tonumber(rank)}
 end
 -- One EXISTS asks after the abandon mark and the owners hash at once: a
 -- semaphore whose permits store no Owner pays nothing more for them.

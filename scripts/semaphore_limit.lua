@@ -13,6 +13,7 @@ local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[
   owners = KEYS[7]}
 local st, err = sem_read(k)
 if err then return err end
+redis.call('ZCARD', k.timeouts) -- its type, before the first write
 local now, limit = now_ms(), tonumber(ARGV[1])
 if st.queued > 0 and st.limit and limit < st.limit then
   local entries = redis.call('HGETALL', k.w)

@@ -27,11 +27,12 @@ func ExampleSemaphoreOptions_weight() {
 		})
 	}
 	big, _ := take(6)
-	small, _ := take(2)
+	small, _ := take(1)
 	fmt.Println("held:", big.Weight()+small.Weight())
 
-	// A 3 GB job waits for room, and a 1 GB job that comes after it waits
-	// behind it, though 1 GB would fit now: first come, first served.
+	// A 3 GB job waits for room (1 GB is free), and a 1 GB job that comes
+	// after it waits behind it, though it would fit now: first come, first
+	// served.
 	jobs := make([]chan *atomicredis.Permit, 2)
 	for i, gb := range []int{3, 1} {
 		jobs[i] = make(chan *atomicredis.Permit, 1)
@@ -43,7 +44,7 @@ func ExampleSemaphoreOptions_weight() {
 			time.Sleep(time.Millisecond)
 		}
 	}
-	big.Release(ctx) // 6 GB free: both get in, in order
+	big.Release(ctx) // 7 GB free: both get in, in order
 	three, one := <-jobs[0], <-jobs[1]
 	fmt.Println("3 GB before 1 GB:", three.Fence() < one.Fence())
 	info, _ := e.SemaphoreInfo(ctx, "import-memory")
@@ -52,9 +53,9 @@ func ExampleSemaphoreOptions_weight() {
 	_, err := take(9) // more than the limit: refused at once, never queued
 	fmt.Println("9 GB:", errors.Is(err, atomicredis.ErrInvalid))
 	// Output:
-	// held: 8
+	// held: 7
 	// 3 GB before 1 GB: true
-	// 3 permits hold 6 GB of 8
+	// 3 permits hold 5 GB of 8
 	// 9 GB: true
 }
 

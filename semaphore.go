@@ -117,7 +117,7 @@ func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error)
 type SemaphoreInfo struct {
 	Limit   int // the stored limit, in weight; 0 if none is stored
 	Holders int // live permits, each counted once whatever its weight
-	Held    int // the weight the live permits hold, at most Limit: Holders when every weight is 1
+	Held    int // the weight the live permits hold: Holders when every weight is 1; above Limit only after SetSemaphoreLimit lowered it (it takes no permit back)
 	Waiting int // live waiters queued, each counted once whatever its weight
 	// Permits are the live permits, those that time out first first: all
 	// of them up to MaxInfoPermits, then the MaxInfoPermits that time out

@@ -222,6 +222,7 @@ type observer struct {
 	cur      electionState // the latest state taken
 	have     bool          // cur is set
 	leaseEnd time.Time     // when cur's leader's lease runs out unless extended
+	readAt   time.Time     // when the last read was sent
 	sent     Leader        // the latest sent
 	sentAny  bool
 	closed   bool // out is closed
@@ -256,6 +257,12 @@ func (o *observer) poke() {
 // taken. Called with mu held, so one sender at a time: the send finds
 // room.
 func (o *observer) take(st electionState) {
+	if o.have && o.cur.leads && !st.leads && st.term < o.cur.term && time.Now().After(o.leaseEnd) {
+		// No leader, and a lower last term: the counter is gone (a leader
+		// held past the fence retention). The leader's lease is over by
+		// this clock too: it is no leader after its leader.
+		st.term = o.cur.term
+	}
 	if o.closed || o.have && !st.after(o.cur) {
 		return
 	}
@@ -273,15 +280,24 @@ func (o *observer) take(st electionState) {
 }
 
 // nextRead is when o must read again at the latest, given the next
-// registration: at the leader's lease's end, when no script may say so.
+// registration: at the leader's lease's end, when no script may say so,
+// but not sooner than a moment after the last read (a read past the end
+// that changed nothing is not sent again at once).
 func (o *observer) nextRead(registration time.Time) time.Time {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if end := o.leaseEnd.Add(2 * time.Millisecond); o.have && o.cur.leads && end.Before(registration) {
+		if again := o.readAt.Add(observerReread); end.Before(again) {
+			return again
+		}
 		return end
 	}
 	return registration
 }
+
+// observerReread is the least time between two reads of an observer that
+// a lease's end calls for.
+const observerReread = 20 * time.Millisecond
 
 // run observes until ctx ends or the engine closes.
 func (o *observer) run(ctx context.Context) {
@@ -301,7 +317,7 @@ func (o *observer) run(ctx context.Context) {
 		// delivered meanwhile is as new or newer.
 		o.mu.Lock()
 		heard := o.heard
-		o.again = false
+		o.again, o.readAt = false, time.Now()
 		o.mu.Unlock()
 		rctx, cancel := context.WithTimeout(ctx, o.e.callTimeout)
 		st, err := o.e.electionState(rctx, o.obj, scriptElObserve, o.keys[0], o.keys[1], o.keys[2],

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -194,4 +197,123 @@ func TestElectionStatesInOrder(t *testing.T) {
 			t.Errorf("%+v after %+v: %v, want %v", c.st, c.prev, got, c.after)
 		}
 	}
+}
+
+// A leader that held past the fence retention (its term counter expired
+// meanwhile: extensions do not renew it) resigns: observers hear that
+// nobody leads, in the resigning script's message (which names the
+// leader's term as the last one handed out), and a read that finds no
+// counter after the leader's lease ran out counts as no leader too. Before,
+// Observe dropped both (term 0 ranked below the leader's) and read again
+// at once, forever.
+func TestObserveAResignAfterTheCounterExpired(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		a := engine(s, WithFenceRetention(300*time.Millisecond))
+		b := engine(s)
+		el := a.Election("long", LockOptions{TTL: 300 * time.Millisecond})
+		l, err := el.Campaign(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		seen := b.Election("long", LockOptions{}).Observe(octx)
+		if got := next(t, seen); got.Value != "a" {
+			t.Fatalf("first state %+v", got)
+		}
+		time.Sleep(600 * time.Millisecond) // the counter's retention runs out; the watchdog keeps the lease
+		if n, err := redis.Int(s.Do("EXISTS", s.NS+"election:{long}:fence")); err != nil || n != 0 {
+			t.Fatalf("the term counter still exists (%d, %v): the test needs it gone", n, err)
+		}
+		// The observer's own reads: one at the lease's end at most, and
+		// one a registration, not one after another (counted on one
+		// server: INFO on a cluster answers from any node).
+		calls := func() int64 {
+			if s.Mini != nil || s.Engines != nil {
+				return 0
+			}
+			info, err := redis.String(s.Do("INFO", "commandstats"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var n int64
+			for _, line := range strings.Split(info, "\r\n") {
+				if rest, ok := strings.CutPrefix(line, "cmdstat_evalsha:calls="); ok {
+					n, _ = strconv.ParseInt(rest[:strings.Index(rest, ",")], 10, 64)
+				}
+			}
+			return n
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		start, before := time.Now(), calls()
+		select {
+		case got := <-seen:
+			if got.Value != "" || got.Term != 0 {
+				t.Errorf("after the resign Observe sent %+v, want no leader", got)
+			}
+			t.Logf("no leader heard %v after the resign", time.Since(start).Round(time.Millisecond))
+		case <-time.After(2 * time.Second):
+			t.Errorf("Observe sent nothing in 2 s after the resign")
+		}
+		time.Sleep(time.Until(start.Add(2 * time.Second)))
+		if n := calls() - before; n > 100 {
+			t.Errorf("%d script calls on the server in the 2 s after the resign, with nothing to do but observe", n)
+		}
+	})
+}
+
+// An election's scripts read every key they write, and the term counter
+// the state they publish to observers reads, before their first write: a
+// resign beside a counter of the wrong type, observed, fails with the lock
+// still held (before, the release had deleted it), and a first campaign
+// beside a queue of the wrong type fails with nothing written (before, its
+// guard had written the lock and the counter).
+func TestElectionScriptsFailCleanly(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		e := engine(s)
+		l, err := e.Election("wt", LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "a") // a new election waits a lease
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		next(t, e.Election("wt", LockOptions{}).Observe(octx)) // an observer, whom the resign would tell
+		fence := s.NS + "election:{wt}:fence"
+		s.Must(t, "DEL", fence)
+		s.Must(t, "HSET", fence, "x", "y")
+		// The watchdog may extend the lock (its value's extension number)
+		// until Unlock stops it: the lock is held by its token after.
+		lock := s.NS + "election:{wt}"
+		before := s.Snapshot(t)
+		delete(before, lock)
+		err = l.Unlock(ctx)
+		after := s.Snapshot(t)
+		if v, _ := redis.String(s.Do("GET", lock)); !strings.HasPrefix(v, l.Token()+" ") {
+			t.Errorf("a resign that failed (%v) left the lock %q, want it held by %s", err, v, l.Token())
+		}
+		if delete(after, lock); !maps.Equal(before, after) {
+			t.Errorf("a resign that failed (%v) changed keys:\nbefore %v\nafter  %v", err, before, after)
+		}
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("resign beside a hash for the counter: %v, want WRONGTYPE", err)
+		}
+
+		s.Must(t, "SET", s.NS+"election:{wq}:queue", "not a zset")
+		before = s.Snapshot(t)
+		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = e.Election("wq", LockOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("a campaign that failed (%v) changed keys:\nbefore %v\nafter  %v", err, before, after)
+		}
+		if err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("campaign beside a string for the queue: %v, want WRONGTYPE", err)
+		}
+	})
 }

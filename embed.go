@@ -127,7 +127,8 @@ func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
 	wrapper := observedWrapper
 	if name == "lock_acquire" { // a campaign: ARGV[4] the lease, ARGV[5] the fence retention
-		wrapper = strings.Replace(wrapper, "local el_before", "el_guard(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[5])\nlocal el_before", 1)
+		// The guard writes: the queue's and the waiters' types first.
+		wrapper = strings.Replace(wrapper, "local el_before", "redis.call('ZCARD', KEYS[3])\nredis.call('HLEN', KEYS[4])\nel_guard(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[5])\nlocal el_before", 1)
 	}
 	src := withLibraries(wrapper, []string{"queue", "lock", "election"})
 	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)
@@ -139,7 +140,9 @@ func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 // observedWrapper is loadObserved's Lua around a lock script.
 const observedWrapper = `-- (libraries)
 -- (script)
-redis.call('ZCARD', KEYS[#KEYS]) -- the observers' type, before the first write
+if redis.call('ZCARD', KEYS[#KEYS]) > 0 then -- the observers' type, before the first write
+  redis.call('GET', KEYS[2]) -- and the counter's, which their state reads after it
+end
 local el_before = redis.call('GET', KEYS[1])
 local el_reply = el_body()
 el_notify(KEYS[1], KEYS[2], KEYS[#KEYS], el_before)

@@ -689,8 +689,8 @@ func TestCheckersCount(t *testing.T) {
 func TestClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
 		"settle":     "when the holding began, for EventReleased",
-		"take":       "an election's observer: when the leader's lease, as last read, ends, to read again then",
-		"run":        "an election's observer: when to renew its registration, and the pause after a failed read",
+		"take":       "an election's observer: when the leader's lease, as last read, ends, to read again then, and whether a reading of no leader with the counter gone comes after it",
+		"run":        "an election's observer: when to renew its registration, when it read last, and the pause after a failed read",
 		"tryGroup":   "when LockAll's one script was sent (the watchdogs' first base)",
 		"oneByOne":   "LockAll's wait's deadline across its names",
 		"acquire":    "the wait's start and deadline, and how long it took, for its event",

@@ -11,13 +11,21 @@
 -- (the observing engine's index of its observers, its length first since
 -- a name may hold spaces) and the leader's owner, the rest of the message.
 
--- el_state is the election's state as a message for its lock's key.
-local function el_state(lock, fence)
+-- el_state is the election's state as a message for its lock's key;
+-- before, if given, the lock's value before a script freed it: with no
+-- leader and the counter gone (a leader that held past the fence
+-- retention resigned), the last term handed out is that leader's.
+local function el_state(lock, fence, before)
   local token, term, _, owner = lock_parse(redis.call('GET', lock))
   if token and token ~= '-' then
     return '!' .. fmt(term) .. ' ' .. redis.call('PTTL', lock) .. ' ' .. #lock .. ' ' .. lock .. (owner or '')
   end
-  return '!' .. (redis.call('GET', fence) or '0') .. ' -1 ' .. #lock .. ' ' .. lock
+  local last = redis.call('GET', fence)
+  if not last and before then
+    local was, f = lock_parse(before)
+    if was and was ~= '-' then last = fmt(f) end
+  end
+  return '!' .. (last or '0') .. ' -1 ' .. #lock .. ' ' .. lock
 end
 
 -- el_notify publishes the state to every engine registered as observing,
@@ -28,7 +36,7 @@ local function el_notify(lock, fence, observers, before)
   if redis.call('GET', lock) == before then return end
   local channels = redis.call('ZRANGEBYSCORE', observers, now_ms(), '+inf')
   if #channels == 0 then return end
-  local msg = el_state(lock, fence)
+  local msg = el_state(lock, fence, before)
   for _, channel in ipairs(channels) do
     redis.pcall('PUBLISH', channel, msg)
   end

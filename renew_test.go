@@ -114,6 +114,50 @@ func TestRenewalLosesOnlyTheGone(t *testing.T) {
 	})
 }
 
+// A renewal that finds one holding's key of another type (overwritten
+// behind its holder) loses that one, and keeps every other in its batch:
+// before, the batch script failed on it, and every holding it carried was
+// declared lost once retries ran out.
+func TestRenewalLosesOnlyTheBroken(t *testing.T) {
+	t.Parallel() // it waits for renewals
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		e := engine(s)
+		defer e.Close(ctx)
+		all, _ := takeMixed(t, ctx, e, 12, 600*time.Millisecond)
+		// One lock, one read hold and one permit get a key of another type.
+		s.Must(t, "DEL", s.NS+"lock:{r3}")
+		s.Must(t, "HSET", s.NS+"lock:{r3}", "x", "y")
+		s.Must(t, "DEL", s.NS+"rw:{r4}")
+		s.Must(t, "SET", s.NS+"rw:{r4}", "not a zset")
+		s.Must(t, "DEL", s.NS+"sem:{r5}")
+		s.Must(t, "SET", s.NS+"sem:{r5}", "not a zset")
+		broken := map[int]bool{3: true, 4: true, 5: true}
+		for i := range broken {
+			select {
+			case <-all[i].Lost():
+			case <-time.After(3 * time.Second):
+				t.Fatalf("holding r%d: Lost did not close after its key was overwritten", i)
+			}
+		}
+		time.Sleep(700 * time.Millisecond) // more than two renewals of the rest
+		for i, h := range all {
+			if broken[i] {
+				continue
+			}
+			select {
+			case <-h.Lost():
+				t.Errorf("holding r%d lost with the broken ones", i)
+			default:
+			}
+			if ttl, err := h.TTL(ctx); err != nil || ttl < 300*time.Millisecond {
+				t.Errorf("holding r%d: TTL %v, %v: the renewal should keep it", i, ttl, err)
+			}
+		}
+	})
+}
+
 // A renewal numbered before an Extend but landing after it changes
 // nothing: the lease stays the Extend's, for a lock, a read-write hold
 // and a permit, on every path (batch scripts on one server, a pipeline per

@@ -7,13 +7,23 @@
 -- (the batch's, the same for every lock), ARGV[2+i] lock i's token
 -- reply: an array with lock_extend's reply for each lock in order: 1
 -- extended, 2 held but this extension is older than one applied (nothing
--- changed), 0 no longer held.
+-- changed), 0 no longer held (gone, another's, or a key of another type).
 local lease, seq = ARGV[1], ARGV[2]
 local num = tonumber(seq)
+-- One MGET reads every lock, 1,000 at a time (unpack's bound): a key of
+-- another type reads as none, so it is no longer held and the others are
+-- still extended.
+local vs = {}
+for i = 1, #KEYS, 1000 do
+  local part = redis.call('MGET', unpack(KEYS, i, math.min(i + 999, #KEYS)))
+  for j = 1, #part do
+    vs[i + j - 1] = part[j]
+  end
+end
 local out, wrote = {}, false
 for i = 1, #KEYS do
   local r, key, token = 0, KEYS[i], ARGV[i + 2]
-  local v = redis.call('GET', key)
+  local v = vs[i]
   -- "token fence seq[ owner]", read without a pattern: the token, then
   -- the seq after the second space, up to the third (the owner after it).
   local n = #token

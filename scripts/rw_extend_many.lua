@@ -6,30 +6,27 @@
 -- (the batch's, the same for every hold), ARGV[2+i] hold i's token
 -- reply: an array with rw_extend's reply for each hold in order: 1
 -- extended, 2 live but this extension is older than one applied (nothing
--- changed), 0 ran out or gone.
+-- changed), 0 ran out or gone (or a key of another type).
 local now = now_ms()
 local ttl, seq = tonumber(ARGV[1]), ARGV[2]
 local num = tonumber(seq)
-local out = {}
-for i = 1, #KEYS / 2 do
-  local k, r = {leases = KEYS[2 * i - 1], holds = KEYS[2 * i]}, 0
+return batch_each(#KEYS / 2, function(i)
+  local k = {leases = KEYS[2 * i - 1], holds = KEYS[2 * i]}
   local token = ARGV[i + 2]
   local lease = redis.call('ZSCORE', k.leases, token)
-  if lease and tonumber(lease) > now then
-    if tonumber(redis.call('HGET', k.holds, token) or 0) >= num then
-      r = 2
-    else
-      -- PEXPIRE first (rw_extend); the keys live as long as the longest
-      -- lease, this one's old or new.
-      local deadline = now + ttl
-      local ms = math.max(rw_last(k), deadline) - now
-      redis.call('PEXPIRE', k.leases, ms)
-      redis.call('PEXPIRE', k.holds, ms)
-      redis.call('ZADD', k.leases, deadline, token)
-      redis.call('HSET', k.holds, token, seq)
-      r = 1
-    end
+  if not lease or tonumber(lease) <= now then
+    return 0
   end
-  out[i] = r
-end
-return out
+  if tonumber(redis.call('HGET', k.holds, token) or 0) >= num then
+    return 2
+  end
+  -- PEXPIRE first (rw_extend); the keys live as long as the longest
+  -- lease, this one's old or new.
+  local deadline = now + ttl
+  local ms = math.max(rw_last(k), deadline) - now
+  redis.call('PEXPIRE', k.leases, ms)
+  redis.call('PEXPIRE', k.holds, ms)
+  redis.call('ZADD', k.leases, deadline, token)
+  redis.call('HSET', k.holds, token, seq)
+  return 1
+end)

@@ -9,25 +9,21 @@
 -- ARGV[1] the new TTL in ms, ARGV[2] the extensions' sequence number (the
 -- batch's, the same for every permit), ARGV[2+i] permit i's id
 -- reply: an array, for each permit in order: 1 extended, 2 live but this
--- extension is older than one applied (nothing changed), 0 timed out or
--- gone (nothing changed).
+-- extension is older than one applied (nothing changed), 0 timed out,
+-- gone or a key of another type (nothing changed).
 local now = now_ms()
 local ttl, seq = tonumber(ARGV[1]), ARGV[2]
 local num = tonumber(seq)
-local out = {}
-for i = 1, #KEYS / 3 do
-  local b, r = 3 * i, 0
-  local id = ARGV[i + 2]
+return batch_each(#KEYS / 3, function(i)
+  local b, id = 3 * i, ARGV[i + 2]
   local deadline = redis.call('ZSCORE', KEYS[b - 2], id)
-  if deadline and tonumber(deadline) > now and redis.call('ZSCORE', KEYS[b - 1], id) then
-    if tonumber(redis.call('GET', KEYS[b]) or 0) >= num then
-      r = 2
-    else
-      redis.call('ZADD', KEYS[b - 2], now + ttl, id)
-      redis.call('SET', KEYS[b], seq, 'PX', ARGV[1])
-      r = 1
-    end
+  if not deadline or tonumber(deadline) <= now or not redis.call('ZSCORE', KEYS[b - 1], id) then
+    return 0
   end
-  out[i] = r
-end
-return out
+  if tonumber(redis.call('GET', KEYS[b]) or 0) >= num then
+    return 2
+  end
+  redis.call('ZADD', KEYS[b - 2], now + ttl, id)
+  redis.call('SET', KEYS[b], seq, 'PX', ARGV[1])
+  return 1
+end)

@@ -189,3 +189,22 @@ local function q_reply(n, wake)
   for i, msg in ipairs(wake.mine) do r[i + 1] = msg end
   return r
 end
+
+-- batch_each returns the replies of extend(i) for i = 1 to n, the holdings
+-- of a batch: a key of another type makes its holding's reply 0 (gone)
+-- and fails only that one (extend reads each key before it writes it);
+-- any other error (OOM) ends the script.
+local function batch_each(n, extend)
+  local out = {}
+  for i = 1, n do
+    local ok, r = pcall(extend, i)
+    if not ok then
+      if not string.find(type(r) == 'table' and r.err or tostring(r), 'WRONGTYPE', 1, true) then
+        error(r, 0)
+      end
+      r = 0
+    end
+    out[i] = r
+  end
+  return out
+end

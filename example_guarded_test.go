@@ -2,6 +2,7 @@ package atomicredis_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -42,5 +43,11 @@ func ExampleLock_Eval() {
 	defer l.Unlock(ctx)
 	moved, err := redis.Int(l.Eval(ctx, moveJob, jobKey, "queued", "running"))
 	fmt.Println(moved, err, mr.HGet(jobKey, "status"))
-	// Output: 1 <nil> running
+
+	mr.FastForward(6 * time.Second) // a pause longer than the lease: the lock is gone
+	_, err = l.Eval(ctx, moveJob, jobKey, "running", "done")
+	fmt.Println(errors.Is(err, atomicredis.ErrNotHeld), mr.HGet(jobKey, "status"))
+	// Output:
+	// 1 <nil> running
+	// true running
 }

@@ -81,27 +81,7 @@ func TestRenewalLosesOnlyTheGone(t *testing.T) {
 		s.Must(t, "DEL", s.NS+"rw:{r4}", s.NS+"rw:{r4}:holds")
 		s.Must(t, "DEL", s.NS+"sem:{r5}", s.NS+"sem:{r5}:owner")
 		gone := map[int]bool{3: true, 4: true, 5: true}
-		for i := range gone {
-			select {
-			case <-all[i].Lost():
-			case <-time.After(3 * time.Second):
-				t.Fatalf("holding r%d: Lost did not close after its keys vanished", i)
-			}
-		}
-		time.Sleep(700 * time.Millisecond) // more than two renewals of the rest
-		for i, h := range all {
-			if gone[i] {
-				continue
-			}
-			select {
-			case <-h.Lost():
-				t.Errorf("holding r%d lost with the gone ones", i)
-			default:
-			}
-			if ttl, err := h.TTL(ctx); err != nil || ttl < 300*time.Millisecond {
-				t.Errorf("holding r%d: TTL %v, %v: the renewal should keep it", i, ttl, err)
-			}
-		}
+		losesOnly(t, ctx, all, gone)
 		lost := rec.of(EventLost)
 		if len(lost) != len(gone) {
 			t.Errorf("%d EventLost, want %d: %v", len(lost), len(gone), lost)
@@ -133,29 +113,36 @@ func TestRenewalLosesOnlyTheBroken(t *testing.T) {
 		s.Must(t, "SET", s.NS+"rw:{r4}", "not a zset")
 		s.Must(t, "DEL", s.NS+"sem:{r5}")
 		s.Must(t, "SET", s.NS+"sem:{r5}", "not a zset")
-		broken := map[int]bool{3: true, 4: true, 5: true}
-		for i := range broken {
-			select {
-			case <-all[i].Lost():
-			case <-time.After(3 * time.Second):
-				t.Fatalf("holding r%d: Lost did not close after its key was overwritten", i)
-			}
-		}
-		time.Sleep(700 * time.Millisecond) // more than two renewals of the rest
-		for i, h := range all {
-			if broken[i] {
-				continue
-			}
-			select {
-			case <-h.Lost():
-				t.Errorf("holding r%d lost with the broken ones", i)
-			default:
-			}
-			if ttl, err := h.TTL(ctx); err != nil || ttl < 300*time.Millisecond {
-				t.Errorf("holding r%d: TTL %v, %v: the renewal should keep it", i, ttl, err)
-			}
-		}
+		losesOnly(t, ctx, all, map[int]bool{3: true, 4: true, 5: true})
 	})
+}
+
+// losesOnly fails t unless the holdings of all whose index is in lost are
+// lost within 3 s, and the others (leases of 600 ms) kept by two renewals
+// more.
+func losesOnly(t *testing.T, ctx context.Context, all []heldThing, lost map[int]bool) {
+	t.Helper()
+	for i := range lost {
+		select {
+		case <-all[i].Lost():
+		case <-time.After(3 * time.Second):
+			t.Fatalf("holding r%d: Lost did not close", i)
+		}
+	}
+	time.Sleep(700 * time.Millisecond) // more than two renewals of the rest
+	for i, h := range all {
+		if lost[i] {
+			continue
+		}
+		select {
+		case <-h.Lost():
+			t.Errorf("holding r%d lost with the others", i)
+		default:
+		}
+		if ttl, err := h.TTL(ctx); err != nil || ttl < 300*time.Millisecond {
+			t.Errorf("holding r%d: TTL %v, %v: the renewal should keep it", i, ttl, err)
+		}
+	}
 }
 
 // A renewal numbered before an Extend but landing after it changes

@@ -692,6 +692,7 @@ func TestClientClockOnlyPaces(t *testing.T) {
 		"take":       "an election's observer: when the leader's lease, as last read, ends, to read again then, and whether a reading of no leader with the counter gone comes after it",
 		"run":        "an election's observer: when to renew its registration, when it read last, and the pause after a failed read",
 		"tryGroup":   "when LockAll's one script was sent (the watchdogs' first base)",
+		"lockAll":    "LockAll's wait's deadline, from its start",
 		"oneByOne":   "LockAll's wait's deadline across its names",
 		"acquire":    "the wait's start and deadline, and how long it took, for its event",
 		"attempts":   "the wait's deadline, when each attempt was sent (the watchdog's first base)",

@@ -73,7 +73,19 @@ func (e *Engine) lockAll(ctx context.Context, names []string, o LockOptions, may
 		}
 		return m.ready(err)
 	}
-	busy, err := m.tryAll(ctx, names, o)
+	// One wait in all, from here: the first try at all the names at once
+	// counts against it, and ends with it.
+	wait := o.Wait
+	if wait == 0 {
+		wait = DefaultWait
+	}
+	deadline, tctx := time.Now().Add(wait), ctx
+	if mayWait {
+		var cancel context.CancelFunc
+		tctx, cancel = context.WithDeadline(ctx, deadline)
+		defer cancel()
+	}
+	busy, err := m.tryAll(tctx, names, o)
 	switch {
 	case err != nil && (!mayWait || !retryable(err) || ctxErr(ctx) != nil):
 		return m.ready(err)
@@ -83,7 +95,7 @@ func (e *Engine) lockAll(ctx context.Context, names []string, o LockOptions, may
 	case !mayWait:
 		return m.ready(&Error{Object: ObjectLock, Name: names[busy], Err: fmt.Errorf("held or waited for, so LockAll took none of its %d names: %w", len(names), ErrNotAcquired)})
 	}
-	return m.ready(m.oneByOne(ctx, names, o))
+	return m.ready(m.oneByOne(ctx, names, o, wait, deadline))
 }
 
 // checkLockAll checks everything LockAll's arguments can get wrong before
@@ -262,10 +274,11 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 }
 
 // oneByOne takes the locks one after another, in slot and name order, each
-// with a watchdog until all are taken; then checks each held with an
+// with a watchdog until all are taken, waiting for them until deadline
+// (LockAll's wait, wait, from its start); then checks each held with an
 // extension that starts its lease anew, and stops the watchdogs o does not
 // ask for.
-func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions) error {
+func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions, wait time.Duration, deadline time.Time) error {
 	e := m.e
 	order := make([]int, len(names))
 	for i := range order {
@@ -277,11 +290,6 @@ func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions)
 		}
 		return strings.Compare(names[a], names[b])
 	})
-	wait := o.Wait
-	if wait == 0 {
-		wait = DefaultWait
-	}
-	deadline := time.Now().Add(wait)
 	each := LockOptions{TTL: o.TTL, Watchdog: true, Owner: o.Owner}
 	for _, i := range order {
 		each.Wait = time.Until(deadline)

@@ -254,11 +254,13 @@ func TestLockAllInvalid(t *testing.T) {
 }
 
 // refusingPool refuses its first n connections as a restarting server does
-// (connection refused), then serves from p.
+// (connection refused), each after delay, whatever the ctx, then serves
+// from p.
 type refusingPool struct {
-	p  Pool
-	mu sync.Mutex
-	n  int
+	p     Pool
+	mu    sync.Mutex
+	n     int
+	delay time.Duration
 }
 
 func (f *refusingPool) GetContext(ctx context.Context) (redis.Conn, error) {
@@ -267,6 +269,7 @@ func (f *refusingPool) GetContext(ctx context.Context) (redis.Conn, error) {
 	f.n--
 	f.mu.Unlock()
 	if refuse {
+		time.Sleep(f.delay)
 		return nil, &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	}
 	return f.p.GetContext(ctx)
@@ -298,6 +301,34 @@ func TestLockAllRidesOutARefusedConnection(t *testing.T) {
 			t.Errorf("TryLockAll after one refused connection: %v, want the refusal", err)
 		}
 		free(t, engine(s), "r1", "r2")
+	})
+}
+
+// LockAll's Wait is its wait in all: a first try at all the names at once
+// that fails late counts against it, and the names taken one by one after
+// it wait only what is left. (Before, they waited a whole Wait more.)
+func TestLockAllWaitsItsWaitInAll(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("a plain pool in front of one server")
+		}
+		ctx := ctxT(t)
+		other := engine(s)
+		if _, err := other.TryLock(ctx, "w1", LockOptions{TTL: 20 * time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		e := New(&refusingPool{p: s.Pool, n: 1, delay: 1500 * time.Millisecond}, WithNamespace(s.NS))
+		defer e.Close(ctx)
+		start := time.Now()
+		_, err := e.LockAll(ctx, []string{"w1", "w2"}, LockOptions{TTL: 5 * time.Second, Wait: 2 * time.Second})
+		took := time.Since(start)
+		if !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("LockAll of a held name: %v, want ErrNotAcquired", err)
+		}
+		if took > 2500*time.Millisecond {
+			t.Errorf("LockAll with Wait 2s, its first try refused after 1.5 s, returned after %v", took.Round(time.Millisecond))
+		}
+		free(t, e, "w2")
 	})
 }
 

@@ -304,9 +304,24 @@ func TestElectionScriptsFailCleanly(t *testing.T) {
 			t.Errorf("resign beside a hash for the counter: %v, want WRONGTYPE", err)
 		}
 
-		s.Must(t, "SET", s.NS+"election:{wq}:queue", "not a zset")
+		// A first campaign after a leader's placeholder ran out, beside a
+		// hash for the counter: the guard would delete the placeholder.
+		s.Must(t, "SET", s.NS+"election:{wg}", "- 1000 0")
+		s.Must(t, "HSET", s.NS+"election:{wg}:fence", "x", "y")
 		before = s.Snapshot(t)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
+		defer cancel()
+		_, err = e.Election("wg", LockOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("a campaign that failed (%v) changed keys:\nbefore %v\nafter  %v", err, before, after)
+		}
+		if err == nil || !strings.Contains(err.Error(), "counter") && !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("campaign beside a hash for the counter: %v, want it refused", err)
+		}
+
+		s.Must(t, "SET", s.NS+"election:{wq}:queue", "not a zset")
+		before = s.Snapshot(t)
+		cctx, cancel = context.WithTimeout(ctx, time.Second)
 		defer cancel()
 		_, err = e.Election("wq", LockOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
 		if after := s.Snapshot(t); !maps.Equal(before, after) {

@@ -127,8 +127,11 @@ func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
 	wrapper := observedWrapper
 	if name == "lock_acquire" { // a campaign: ARGV[4] the lease, ARGV[5] the fence retention
-		// The guard writes: the queue's and the waiters' types first.
-		wrapper = strings.Replace(wrapper, "local el_before", "redis.call('ZCARD', KEYS[3])\nredis.call('HLEN', KEYS[4])\nel_guard(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[5])\nlocal el_before", 1)
+		// The guard writes: the queue's, the waiters' and the counter's
+		// types first.
+		wrapper = strings.Replace(wrapper, "local el_before", "redis.call('ZCARD', KEYS[3])\nredis.call('HLEN', KEYS[4])\n"+
+			"local _, el_err = counter_read(KEYS[2])\nif el_err then return el_err end\n"+
+			"el_guard(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[5])\nlocal el_before", 1)
 	}
 	src := withLibraries(wrapper, []string{"queue", "lock", "election"})
 	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)

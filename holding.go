@@ -367,7 +367,9 @@ func (h *holding) cause(ended error) error {
 
 // released ends h, released, with cause, and tells the observer.
 func (h *holding) released(cause error) {
-	h.end(cause)
+	if !h.end(cause) {
+		return // lost first (its lease ran out by this clock while the release tried): told then
+	}
 	ev := h.event(EventReleased, nil)
 	ev.Held = time.Since(h.since)
 	h.e.emit(ev)

@@ -117,6 +117,40 @@ func TestRenewalLosesOnlyTheBroken(t *testing.T) {
 	})
 }
 
+// An extension number that is not a number (written behind its holder)
+// costs no other holding: one server's batch counts it as none, extends
+// that holding and writes its own; on a cluster, where each name has its
+// own script, that one is lost alone. (Before, the batch script failed on
+// it, after extending those before it, and every holding it carried was
+// lost.)
+func TestRenewalHealsAnExtensionNumber(t *testing.T) {
+	t.Parallel() // it waits for renewals
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		e := engine(s)
+		defer e.Close(ctx)
+		all, _ := takeMixed(t, ctx, e, 12, 600*time.Millisecond)
+		lock, read, permit := all[6].(*Lock), all[7].(*Lock), all[8].(*Permit)
+		v, err := redis.String(s.Do("GET", s.NS+"lock:{r6}"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := strings.Fields(v)
+		s.Must(t, "SET", s.NS+"lock:{r6}", f[0]+" "+f[1]+" x1", "PX", 600)
+		s.Must(t, "HSET", s.NS+"rw:{r7}:holds", read.Token(), "x1")
+		s.Must(t, "SET", permit.seqKey(), "x1", "PX", 600)
+		if s.Engines != nil {
+			losesOnly(t, ctx, all, map[int]bool{6: true, 7: true, 8: true})
+			return
+		}
+		losesOnly(t, ctx, all, nil)
+		if v, _ := redis.String(s.Do("GET", s.NS+"lock:{r6}")); !strings.HasPrefix(v, lock.Token()+" ") || strings.HasSuffix(v, " x1") {
+			t.Errorf("lock r6 after the renewals: %q, want its own extension number back", v)
+		}
+	})
+}
+
 // losesOnly fails t unless the holdings of all whose index is in lost are
 // lost within 3 s, and the others (leases of 600 ms) kept by two renewals
 // more.

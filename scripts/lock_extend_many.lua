@@ -31,7 +31,7 @@ for i = 1, #KEYS do
   if at then
     local sp = string.find(v, ' ', at + 1, true)
     local owner = sp and string.sub(v, sp) or ''
-    if tonumber(string.sub(v, at + 1, sp and sp - 1 or -1)) >= num then
+    if (tonumber(string.sub(v, at + 1, sp and sp - 1 or -1)) or 0) >= num then -- a number not ours counts as none
       r = 2
     else
       -- PEXPIRE first, once: it is not refused at maxmemory, and once a

@@ -17,7 +17,7 @@ return batch_each(#KEYS / 2, function(i)
   if not lease or tonumber(lease) <= now then
     return 0
   end
-  if tonumber(redis.call('HGET', k.holds, token) or 0) >= num then
+  if (tonumber(redis.call('HGET', k.holds, token)) or 0) >= num then -- a number not ours counts as none
     return 2
   end
   -- PEXPIRE first (rw_extend); the keys live as long as the longest

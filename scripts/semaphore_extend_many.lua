@@ -20,7 +20,7 @@ return batch_each(#KEYS / 3, function(i)
   if not deadline or tonumber(deadline) <= now or not redis.call('ZSCORE', KEYS[b - 1], id) then
     return 0
   end
-  if tonumber(redis.call('GET', KEYS[b]) or 0) >= num then
+  if (tonumber(redis.call('GET', KEYS[b])) or 0) >= num then -- a number not ours counts as none
     return 2
   end
   redis.call('ZADD', KEYS[b - 2], now + ttl, id)

@@ -403,6 +403,29 @@ func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
 		}
 		wctx, stop := context.WithCancel(ctx)
 		defer stop()
+		// The engine subscribes before the waiter queues: every waiter
+		// looks once the subscription is up, and that look must not fall
+		// while the counter is a hash. Another name's waiter brings it up.
+		other, err := e.TryAcquireSemaphore(ctx, "lazy-other", SemaphoreOptions{Limit: 1, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		octx, ostop := context.WithCancel(ctx)
+		odone := make(chan error, 1)
+		go func() {
+			_, err := e.AcquireSemaphore(octx, "lazy-other", SemaphoreOptions{Limit: 1, Wait: time.Minute})
+			odone <- err
+		}()
+		defer func() {
+			ostop()
+			if err := <-odone; !errors.Is(err, context.Canceled) {
+				t.Errorf("the other name's waiter: %v, want context.Canceled", err)
+			}
+			if err := other.Release(ctx); err != nil {
+				t.Error(err)
+			}
+		}()
+		waitSubscribed(s, t, e)
 		got := make(chan error, 1)
 		go func() {
 			p, err := e.AcquireSemaphore(wctx, "lazy", SemaphoreOptions{Limit: 1, Wait: time.Minute})

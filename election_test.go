@@ -207,6 +207,7 @@ func TestElectionStatesInOrder(t *testing.T) {
 // Observe dropped both (term 0 ranked below the leader's) and read again
 // at once, forever.
 func TestObserveAResignAfterTheCounterExpired(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)

@@ -26,10 +26,10 @@ var marketTable = flag.Bool("market", false, "run TestMarketTable: the book's Ta
 
 func TestMain(m *testing.M) {
 	flag.Parse()
-	// Most tests wait on timers and the network, not the CPU: a -short run
-	// (the quick check, miniredis) runs four of the parallel ones at once
-	// unless -parallel says otherwise.
-	if testing.Short() && !flagSet("test.parallel") {
+	// Most tests wait on timers and the network, not the CPU: a run on
+	// miniredis alone (no server shared, see testserver.Parallel) runs four
+	// of the parallel ones at once unless -parallel says otherwise.
+	if !testserver.Shared() && !flagSet("test.parallel") {
 		flag.Set("test.parallel", "4")
 	}
 	if f := flag.Lookup("test.bench"); (f == nil || f.Value.String() == "") && !*marketTable {

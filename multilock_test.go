@@ -308,6 +308,7 @@ func TestLockAllRidesOutARefusedConnection(t *testing.T) {
 // that fails late counts against it, and the names taken one by one after
 // it wait only what is left. (Before, they waited a whole Wait more.)
 func TestLockAllWaitsItsWaitInAll(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("a plain pool in front of one server")

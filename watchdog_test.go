@@ -191,6 +191,7 @@ func TestContextEndsATenthBeforeTheLease(t *testing.T) {
 // likewise, before the next candidate leads. (Before, they stayed live
 // forever.)
 func TestFailedUnlockEndsTheHolding(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("needs the fault proxy in front of one server")
@@ -213,10 +214,10 @@ func TestFailedUnlockEndsTheHolding(t *testing.T) {
 				t.Fatal(kind, err)
 			}
 			work, cancel := l.Context(ctx)
+			sent := time.Now() // the span counts from when the extension was sent, not answered
 			if err := l.Extend(ctx, lease); err != nil {
 				t.Fatal(kind, err)
 			}
-			sent := time.Now()
 			proxy.refuse.Store(true)
 			proxy.cutAll()
 			unlocked := make(chan error, 1)
@@ -269,35 +270,38 @@ func TestWatchdogLosesAtItsSpan(t *testing.T) {
 		ctx := ctxT(t)
 		const lease = 3 * time.Second // retries a tenth of the lease apart went up to a tenth past the span
 		for _, slow := range []bool{false, true} {
-			proxy := startProxy(t, s.Addr, faults{})
-			opts := []Option{WithNamespace(s.NS)}
-			if slow {
-				opts = append(opts, WithCallTimeout(700*time.Millisecond))
-			}
-			e := New(newPool(t, proxy.addr()), opts...)
-			l, err := e.TryLock(ctx, fmt.Sprint("span-", slow), LockOptions{TTL: lease, Watchdog: true})
-			if err != nil {
-				t.Fatal(err)
-			}
-			work, cancel := l.Context(ctx)
-			sent := time.Now()
-			if err := l.Extend(ctx, lease); err != nil {
-				t.Fatal(err)
-			}
-			if slow {
-				proxy.lag.Store(int64(2 * time.Second)) // past every call's timeout
-			} else {
-				proxy.refuse.Store(true)
-				proxy.cutAll()
-			}
-			<-work.Done()
-			if took, span := time.Since(sent), lease-lease/10; took > span+60*time.Millisecond {
-				t.Errorf("slow %v: lost %v after the last extension was sent, past its span %v (lease %v)", slow, took.Round(time.Millisecond), span, lease)
-			}
-			cancel()
-			proxy.lag.Store(0)
-			proxy.refuse.Store(false)
-			e.Close(ctx)
+			t.Run(fmt.Sprint("slow=", slow), func(t *testing.T) {
+				t.Parallel() // both wait out a span; each has its proxy, engine and name
+				proxy := startProxy(t, s.Addr, faults{})
+				opts := []Option{WithNamespace(s.NS)}
+				if slow {
+					opts = append(opts, WithCallTimeout(700*time.Millisecond))
+				}
+				e := New(newPool(t, proxy.addr()), opts...)
+				l, err := e.TryLock(ctx, fmt.Sprint("span-", slow), LockOptions{TTL: lease, Watchdog: true})
+				if err != nil {
+					t.Fatal(err)
+				}
+				work, cancel := l.Context(ctx)
+				sent := time.Now()
+				if err := l.Extend(ctx, lease); err != nil {
+					t.Fatal(err)
+				}
+				if slow {
+					proxy.lag.Store(int64(2 * time.Second)) // past every call's timeout
+				} else {
+					proxy.refuse.Store(true)
+					proxy.cutAll()
+				}
+				<-work.Done()
+				if took, span := time.Since(sent), lease-lease/10; took > span+60*time.Millisecond {
+					t.Errorf("slow %v: lost %v after the last extension was sent, past its span %v (lease %v)", slow, took.Round(time.Millisecond), span, lease)
+				}
+				cancel()
+				proxy.lag.Store(0)
+				proxy.refuse.Store(false)
+				e.Close(ctx)
+			})
 		}
 	})
 }

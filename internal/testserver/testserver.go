@@ -71,9 +71,15 @@ func Full() bool { return RedisAddr() != "" }
 // that nothing else loads. On miniredis every test has a server of its
 // own.
 func Parallel(t *testing.T) {
-	if RedisAddr() == "" && ClusterNodeAddr() == "" && len(ClusterSeeds()) == 0 {
+	if !Shared() {
 		t.Parallel()
 	}
+}
+
+// Shared reports whether the tests share a real server: any of
+// REDIS_ADDR, REDIS_CLUSTER_ADDR and REDIS_CLUSTER_ADDRS is set.
+func Shared() bool {
+	return RedisAddr() != "" || ClusterNodeAddr() != "" || len(ClusterSeeds()) > 0
 }
 
 // Conns hands out connections: a *redis.Pool, an atomicredis.Pool, a

@@ -215,7 +215,7 @@ func decodeAttempt(reply any) (a attempt, err error) {
 func (a attempt) refusal(o object, weight int64) string {
 	switch {
 	case o.kind == kindSem && a.held >= a.limit:
-		return fmt.Sprintf("all %d permits are held; the first times out in %v", a.limit, a.hint)
+		return fmt.Sprintf("%d of %d held, none free; the first permit times out in %v", a.held, a.limit, a.hint)
 	case o.kind == kindSem && a.held+weight > a.limit && a.hint >= 0:
 		return fmt.Sprintf("%d of %d held, no room for weight %d; the first permit times out in %v", a.held, a.limit, weight, a.hint)
 	case o.kind == kindSem && a.held+weight > a.limit:

@@ -196,7 +196,7 @@ func TestErrorMessages(t *testing.T) {
 		is   error
 		want string
 	}{
-		{semErr, ErrNotAcquired, `atomicredis: semaphore "jobs": all 3 permits are held; the first times out in `},
+		{semErr, ErrNotAcquired, `atomicredis: semaphore "jobs": 3 of 3 held, none free; the first permit times out in `},
 		{lockErr, ErrNotAcquired, `atomicredis: lock "cart:1": held by another; its lease ends in `},
 		{waitErr, ErrNotAcquired, `atomicredis: lock "cart:1": waited 30ms, 0 ahead in the queue: not acquired`},
 		{badErr, ErrInvalid, `atomicredis: lock "cart:1": Wait -1s: must be 0 (default) or at least 1ms: invalid argument`},

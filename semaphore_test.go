@@ -164,7 +164,7 @@ func TestSemaphoreStoredLimit(t *testing.T) {
 			ps = append(ps, p)
 		}
 		_, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 5, TTL: time.Minute})
-		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "all 3 permits are held") {
+		if !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "3 of 3 held, none free") {
 			t.Errorf("Limit 5 while 3 are held under the stored 3: %v, want ErrNotAcquired saying all 3 are held", err)
 		}
 		if info, err := e.SemaphoreInfo(ctx, "lim"); err != nil || semCounts(info) != (semInfoCounts{Limit: 3, Holders: 3}) {

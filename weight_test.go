@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strings"
 	"testing"
 	"time"
 
@@ -115,6 +116,10 @@ func TestWeightReleaseAdmitsSeveral(t *testing.T) {
 		heavy, err := e.TryAcquireSemaphore(ctx, "rs", SemaphoreOptions{Limit: 3, TTL: time.Minute, Weight: 3})
 		if err != nil {
 			t.Fatal(err)
+		}
+		// One permit holds the whole limit: the refusal counts weight, not permits.
+		if _, err := e.TryAcquireSemaphore(ctx, "rs", SemaphoreOptions{Limit: 3}); !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), `"rs": 3 of 3 held, none free; the first permit times out in `) {
+			t.Errorf("TryAcquireSemaphore beside a weight-3 permit on limit 3: %v, want ErrNotAcquired saying 3 of 3 held", err)
 		}
 		var waiters []<-chan permitOrErr
 		for i := range 3 {

@@ -59,7 +59,10 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 	if len(r.owner) > MaxOwner {
 		return obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(r.owner), MaxOwner, ErrInvalid)
 	}
-	if r.owner != "" || r.weight > 1 {
+	switch {
+	case r.ops.observed: // a leader's value, after how many times it proclaimed (lib/election.lua)
+		r.extra = append(r.extra[:len(r.extra):len(r.extra)], "0 "+r.owner)
+	case r.owner != "" || r.weight > 1:
 		r.extra = append(r.extra[:len(r.extra):len(r.extra)], r.owner)
 	}
 	if r.weight > 1 { // after the Owner ("" for none)

@@ -141,11 +141,12 @@ func (el *Election) object() (object, error) {
 
 // electionState is an election's state as its scripts tell it.
 type electionState struct {
-	key   string // the election's lock key (its index among observers)
-	term  int64  // the leader's, or the last one handed out
-	leads bool   // a leader holds it
-	ttl   time.Duration
-	value string
+	key    string // the election's lock key (its index among observers)
+	term   int64  // the leader's, or the last one handed out
+	leads  bool   // a leader holds it
+	ttl    time.Duration
+	change int64 // a leader's: how many times it proclaimed in its term
+	value  string
 }
 
 func (st electionState) leader() Leader {
@@ -156,19 +157,23 @@ func (st electionState) leader() Leader {
 }
 
 // after reports whether st comes after prev: a higher term; in one term,
-// no leader after its leader, and a leader's later readings after earlier
-// ones.
+// no leader after its leader, and a leader's readings of its value in the
+// order it proclaimed them (a reading of the same value: its later TTL).
+// A message published before a read was answered may arrive after it.
 func (st electionState) after(prev electionState) bool {
 	switch {
 	case st.term != prev.term:
 		return st.term > prev.term
+	case prev.leads && st.leads:
+		return st.change >= prev.change
 	case prev.leads:
 		return true
 	}
 	return !st.leads
 }
 
-// parseElectionState reads "!term pttl keylen key owner" (lib/election.lua).
+// parseElectionState reads "!term pttl keylen key owner" (lib/election.lua),
+// a leader's owner being "change value".
 func parseElectionState(msg string) (electionState, error) {
 	var st electionState
 	bad := fmt.Errorf("unexpected election state %q", msg)
@@ -189,6 +194,13 @@ func parseElectionState(msg string) (electionState, error) {
 	}
 	st.leads = ms >= 0
 	st.ttl = time.Duration(max(ms, 0)) * time.Millisecond
+	if st.leads {
+		change, value, ok := strings.Cut(st.value, " ")
+		if st.change, err = strconv.ParseInt(change, 10, 64); !ok || err != nil {
+			return st, bad
+		}
+		st.value = value
+	}
 	return st, nil
 }
 

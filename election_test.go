@@ -180,9 +180,13 @@ func (e *Engine) electionInfo(ctx context.Context, name string) (LockInfo, error
 	return info, nil
 }
 
-// States are ordered by term, then, in one term, none after the leader.
+// States are ordered by term, then, in one term, none after the leader,
+// and the leader's values in the order it proclaimed them.
 func TestElectionStatesInOrder(t *testing.T) {
 	leader := func(term int64) electionState { return electionState{term: term, leads: true} }
+	proclaimed := func(term, change int64) electionState {
+		return electionState{term: term, leads: true, change: change}
+	}
 	none := func(term int64) electionState { return electionState{term: term} }
 	for _, c := range []struct {
 		st, prev electionState
@@ -191,12 +195,75 @@ func TestElectionStatesInOrder(t *testing.T) {
 		{leader(2), leader(1), true}, {leader(1), leader(2), false},
 		{none(1), leader(1), true}, {leader(1), none(1), false},
 		{leader(2), none(1), true}, {none(1), none(2), false},
-		{leader(1), leader(1), true}, // the same leader, read later (another value)
+		{leader(1), leader(1), true}, // the same leader, read later
+		{proclaimed(1, 2), proclaimed(1, 1), true}, {proclaimed(1, 1), proclaimed(1, 2), false},
+		{proclaimed(2, 0), proclaimed(1, 5), true},
 	} {
 		if got := c.st.after(c.prev); got != c.after {
 			t.Errorf("%+v after %+v: %v, want %v", c.st, c.prev, got, c.after)
 		}
 	}
+}
+
+// A message published before a read was answered may reach an observer
+// after the read: in one term, a value the leader proclaimed before the
+// one read is not sent after it. The server numbers a leader's
+// proclamations (lib/election.lua's el_proclaim). (Before, any reading of
+// the term's leader counted as newer, and the observer sent the older
+// value after the newer.)
+func TestObserveKeepsAProclamationsOrder(t *testing.T) {
+	o := &observer{out: make(chan Leader, 1)}
+	read := electionState{term: 7, leads: true, ttl: time.Second, change: 2, value: "b"}
+	late := electionState{term: 7, leads: true, ttl: time.Second, change: 1, value: "a"}
+	o.take(read)
+	o.take(late)
+	if got := <-o.out; got.Value != "b" {
+		t.Errorf("Observe sent %+v first, want b", got)
+	}
+	select {
+	case got := <-o.out:
+		t.Errorf("Observe sent %+v after b, proclaimed before it", got)
+	default:
+	}
+	o.take(electionState{term: 7, leads: true, ttl: time.Second, change: 3, value: "c"})
+	if got := <-o.out; got.Value != "c" {
+		t.Errorf("Observe sent %+v after a third proclamation, want c", got)
+	}
+
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
+		el := e.Election("proclaim", LockOptions{TTL: 300 * time.Millisecond}) // a new election waits a lease
+		l, err := el.Campaign(ctx, "a b")                                      // a value may hold spaces
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		obj, err := el.object()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, value := range []string{"a b", "c", "", "d d"} {
+			if i > 0 {
+				if err := l.SetOwner(ctx, value); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st, err := e.electionState(ctx, obj, scriptElLeader, obj.key(""), obj.key(":fence"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if st.change != int64(i) || st.value != value || st.term != l.Fence() {
+				t.Errorf("after %d proclamations of %q: change %d, value %q, term %d (the fence %d)", i, value, st.change, st.value, st.term, l.Fence())
+			}
+			if got, err := el.Leader(ctx); err != nil || got.Value != value {
+				t.Errorf("Leader after proclaiming %q: %+v, %v", value, got, err)
+			}
+		}
+		if l.Owner() != "d d" {
+			t.Errorf("Owner() %q, want the value alone", l.Owner())
+		}
+	})
 }
 
 // A leader that held past the fence retention (its term counter expired

@@ -126,6 +126,9 @@ func withLibraries(body string, libs []string) string {
 func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
 	wrapper := observedWrapper
+	if name == "lock_owner" { // a proclamation: the leader's value, after how many times it proclaimed
+		wrapper = strings.Replace(wrapper, "local el_before", "ARGV[2] = el_proclaim(KEYS[1], ARGV[2])\nlocal el_before", 1)
+	}
 	if name == "lock_acquire" { // a campaign: ARGV[4] the lease, ARGV[5] the fence retention
 		// The guard writes: the queue's, the waiters' and the counter's
 		// types first.

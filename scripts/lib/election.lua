@@ -10,6 +10,10 @@
 -- last term handed out (the fence counter, 0 if none); then the lock's key
 -- (the observing engine's index of its observers, its length first since
 -- a name may hold spaces) and the leader's owner, the rest of the message.
+-- A leader's owner is "change value": its value (Campaign's, then
+-- SetOwner's) after how many times it proclaimed one in its term (0 at its
+-- campaign), so that an observer who read the state orders a message
+-- published before that read, and delivered after it, as older.
 
 -- el_state is the election's state as a message for its lock's key;
 -- before, if given, the lock's value before a script freed it: with no
@@ -26,6 +30,14 @@ local function el_state(lock, fence, before)
     if was and was ~= '-' then last = fmt(f) end
   end
   return '!' .. (last or '0') .. ' -1 ' .. #lock .. ' ' .. lock
+end
+
+-- el_proclaim is the owner a proclamation of value stores with the lock:
+-- value, after one more proclamation than the lock's owner counts.
+local function el_proclaim(lock, value)
+  local _, _, _, owner = lock_read(lock)
+  local n = tonumber(string.match(owner or '', '^(%d+) ')) or 0
+  return fmt(n + 1) .. ' ' .. value
 end
 
 -- el_notify publishes the state to every engine registered as observing,

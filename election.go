@@ -244,7 +244,7 @@ type observer struct {
 func (o *observer) deliver(st electionState) {
 	o.mu.Lock()
 	o.heard++
-	o.take(st)
+	o.take(st, false)
 	o.mu.Unlock()
 	o.poke() // the lease's end may have moved
 }
@@ -266,16 +266,22 @@ func (o *observer) poke() {
 
 // take makes st the current state unless it is older, and sends it if the
 // leader or its value changed: the latest replaces one the reader has not
-// taken. Called with mu held, so one sender at a time: the send finds
-// room.
-func (o *observer) take(st electionState) {
-	if o.have && o.cur.leads && !st.leads && st.term < o.cur.term && time.Now().After(o.leaseEnd) {
+// taken. A read (read: the observer's own, taken only if nothing was
+// delivered while it ran) is the server's state now: in its term it
+// replaces any other, even one of a later proclamation (a failover may
+// lose one, or give the term again), where a message that names an
+// earlier proclamation is a late one. Called with mu held, so one sender
+// at a time: the send finds room.
+func (o *observer) take(st electionState, read bool) {
+	if read && o.have && o.cur.leads && !st.leads && st.term < o.cur.term && time.Now().After(o.leaseEnd) {
 		// No leader, and a lower last term: the counter is gone (a leader
 		// held past the fence retention). The leader's lease is over by
-		// this clock too: it is no leader after its leader.
+		// this clock too: it is no leader after its leader. (A resign's
+		// message names the leader's term itself; a message of a lower
+		// term is a late one.)
 		st.term = o.cur.term
 	}
-	if o.closed || o.have && !st.after(o.cur) {
+	if o.closed || o.have && !st.after(o.cur) && !(read && st.term == o.cur.term) {
 		return
 	}
 	o.cur, o.have, o.leaseEnd = st, true, time.Now().Add(st.ttl)
@@ -340,7 +346,7 @@ func (o *observer) run(ctx context.Context) {
 			failPause = 0
 			o.mu.Lock()
 			if o.heard == heard {
-				o.take(st)
+				o.take(st, true)
 			}
 			o.mu.Unlock()
 		} else {

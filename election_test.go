@@ -207,27 +207,51 @@ func TestElectionStatesInOrder(t *testing.T) {
 
 // A message published before a read was answered may reach an observer
 // after the read: in one term, a value the leader proclaimed before the
-// one read is not sent after it. The server numbers a leader's
-// proclamations (lib/election.lua's el_proclaim). (Before, any reading of
-// the term's leader counted as newer, and the observer sent the older
-// value after the newer.)
+// one read is not sent after it, and a lower term's "no leader" is not
+// taken for the term read. The server numbers a leader's proclamations
+// (lib/election.lua's el_proclaim). (Before, any reading of the term's
+// leader counted as newer, and the observer sent the older value after
+// the newer.) A read is the server's state: in its term it replaces even a
+// later proclamation, which a failover may have lost.
 func TestObserveKeepsAProclamationsOrder(t *testing.T) {
 	o := &observer{out: make(chan Leader, 1)}
-	read := electionState{term: 7, leads: true, ttl: time.Second, change: 2, value: "b"}
-	late := electionState{term: 7, leads: true, ttl: time.Second, change: 1, value: "a"}
-	o.take(read)
-	o.take(late)
-	if got := <-o.out; got.Value != "b" {
+	sent := func() (Leader, bool) {
+		select {
+		case l := <-o.out:
+			return l, true
+		default:
+			return Leader{}, false
+		}
+	}
+	leader := func(term, change int64, value string) electionState {
+		return electionState{term: term, leads: true, ttl: time.Second, change: change, value: value}
+	}
+	o.take(leader(7, 2, "b"), true)
+	o.take(leader(7, 1, "a"), false) // published before the read ran
+	if got, _ := sent(); got.Value != "b" {
 		t.Errorf("Observe sent %+v first, want b", got)
 	}
-	select {
-	case got := <-o.out:
+	if got, ok := sent(); ok {
 		t.Errorf("Observe sent %+v after b, proclaimed before it", got)
-	default:
 	}
-	o.take(electionState{term: 7, leads: true, ttl: time.Second, change: 3, value: "c"})
-	if got := <-o.out; got.Value != "c" {
+	o.take(leader(7, 3, "c"), false)
+	if got, _ := sent(); got.Value != "c" {
 		t.Errorf("Observe sent %+v after a third proclamation, want c", got)
+	}
+	o.take(leader(7, 2, "b"), true) // a failover lost c
+	if got, _ := sent(); got.Value != "b" {
+		t.Errorf("Observe sent %+v on reading b after c was lost, want b", got)
+	}
+	o.take(leader(8, 0, "d"), true)
+	<-o.out
+	o.leaseEnd = time.Now().Add(-time.Second) // the reader paused past d's lease
+	o.take(electionState{term: 7}, false)     // term 7's leader resigned, before d led
+	if got, ok := sent(); ok {
+		t.Errorf("Observe sent %+v on a late message of term 7 under term 8", got)
+	}
+	o.take(electionState{term: 7}, true) // a read: term 8's counter is gone, and its lease over
+	if got, ok := sent(); !ok || got != (Leader{}) {
+		t.Errorf("Observe sent %+v, %v on reading no leader past term 8's lease, want no leader", got, ok)
 	}
 
 	servers(t, func(t *testing.T, s *testserver.Server) {

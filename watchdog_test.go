@@ -271,13 +271,14 @@ func TestWatchdogLosesAtItsSpan(t *testing.T) {
 		const lease = 3 * time.Second // retries a tenth of the lease apart went up to a tenth past the span
 		for _, slow := range []bool{false, true} {
 			t.Run(fmt.Sprint("slow=", slow), func(t *testing.T) {
-				t.Parallel() // both wait out a span; each has its proxy, engine and name
+				testserver.Parallel(t) // both wait out a span; each has its proxy, engine and name
 				proxy := startProxy(t, s.Addr, faults{})
 				opts := []Option{WithNamespace(s.NS)}
 				if slow {
 					opts = append(opts, WithCallTimeout(700*time.Millisecond))
 				}
 				e := New(newPool(t, proxy.addr()), opts...)
+				t.Cleanup(func() { e.Close(context.Background()) }) // after a Fatal too
 				l, err := e.TryLock(ctx, fmt.Sprint("span-", slow), LockOptions{TTL: lease, Watchdog: true})
 				if err != nil {
 					t.Fatal(err)
@@ -300,7 +301,6 @@ func TestWatchdogLosesAtItsSpan(t *testing.T) {
 				cancel()
 				proxy.lag.Store(0)
 				proxy.refuse.Store(false)
-				e.Close(ctx)
 			})
 		}
 	})

@@ -114,7 +114,7 @@ type holding struct {
 	owner      string                                // the Owner stored with it
 	onLost     func()                                // a MultiLock's: called when it is lost
 	ended      error                                 // why it ended (released, lost, the engine closed); nil while held
-	byClose    bool                                  // Close released it
+	byClose    bool                                  // Close released it (or found it gone)
 	lostCh     chan struct{}                         // made when Lost is first called
 	lostClosed bool                                  // Lost is closed
 	contexts   map[*context.CancelCauseFunc]struct{} // of Context's contexts: cancelled when it ends
@@ -164,16 +164,30 @@ func (e *Engine) disown(h *holding) {
 	e.mu.Unlock()
 }
 
-// usable reports why a call on h cannot run: a nil ctx, or a closed
-// engine (which has released h, or is about to).
+// usable reports why a call on h cannot run: a nil ctx, a zero holding
+// (no engine's), a closed engine (which has released h, or is about to),
+// or h's end (released or lost: nothing is sent for it any more, so a
+// holding given up as lost is never extended again).
 func (h *holding) usable(ctx context.Context) error {
 	if ctx == nil {
 		return h.obj.err(errNilContext)
 	}
+	if h.e == nil {
+		return errZeroHolding
+	}
 	if h.e.isClosed() {
 		return h.obj.errorf("fence %d: %w", h.fence, ErrClosed)
 	}
-	return nil
+	h.mu.Lock()
+	ended := h.ended
+	h.mu.Unlock()
+	switch {
+	case ended == nil:
+		return nil
+	case errors.Is(ended, ErrNotHeld):
+		return ended
+	}
+	return h.obj.errorf("fence %d: %v: %w", h.fence, h.cause(ended), ErrNotHeld)
 }
 
 // release is Unlock and Release: it stops the watchdog, then releases h
@@ -182,6 +196,9 @@ func (h *holding) usable(ctx context.Context) error {
 func (h *holding) release(ctx context.Context) error {
 	if ctx == nil {
 		return h.obj.err(errNilContext)
+	}
+	if h.e == nil {
+		return errZeroHolding
 	}
 	h.stopWatchdog()
 	h.releasing.Lock()
@@ -235,12 +252,21 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 		defer stop()
 	}
 	released, err := h.unlock(ctx, deadline)
+	if err != nil {
+		h.closeLost()
+		h.end(h.obj.errorf("fence %d: Close could not release it (%v): %w", h.fence, err, ErrClosed))
+		h.lostHook() // a MultiLock's Lost closes with its locks'
+		h.mu.Lock()
+		h.byClose = false // not released: the caller's Unlock tries again
+		h.mu.Unlock()
+		return err
+	}
 	cause := h.obj.errorf("fence %d: released by Close: %w", h.fence, ErrClosed)
-	if err != nil || !released {
+	if !released {
 		h.closeLost()
 		h.end(cause)
-		h.lostHook() // a MultiLock's Lost closes with its locks'
-		return err
+		h.lostHook()
+		return nil
 	}
 	h.closeLost()
 	h.released(cause)
@@ -384,6 +410,12 @@ func (h *holding) notHeld() error {
 		err = h.obj.errorf("permit %d: released or timed out: %w", h.fence, ErrNotHeld)
 	} else {
 		err = h.obj.errorf("fence %d: released, expired or taken by another: %w", h.fence, ErrNotHeld)
+	}
+	h.mu.Lock()
+	over := h.ended != nil
+	h.mu.Unlock()
+	if over { // released or lost already: Lost stays as its end left it
+		return err
 	}
 	h.closeLost()
 	if h.end(err) {

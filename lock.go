@@ -39,6 +39,10 @@ var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue"
 
 var errNilLock = &Error{Err: fmt.Errorf("nil lock: %w", ErrNotHeld)}
 
+// errZeroHolding is the error of a call on a zero Lock or Permit, which no
+// engine returned.
+var errZeroHolding = &Error{Err: fmt.Errorf("a zero value, not one an engine returned: %w", ErrNotHeld)}
+
 // Lock acquires the named lock, waiting up to o.Wait (default 10s) while
 // another holds it. Waiters queue on the server in arrival order; a
 // release hands the lock to the first live waiter inside its own script

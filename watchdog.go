@@ -59,12 +59,22 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 	// The new lease is the watchdog's from this instant: any extension
 	// numbered after this one carries it.
 	h.mu.Lock()
+	before := h.lease
 	h.lease = ttl
 	seq := h.e.renew.extensions.Add(1)
 	h.mu.Unlock()
 	sent := time.Now()
 	held, err := h.extendLease(ctx, ttl, seq)
 	if err != nil && !(held && errors.Is(err, ErrNotReplicated)) {
+		// The server may not have applied it: a longer lease is not
+		// counted on (extensions numbered later carry the old one again),
+		// a shorter one is, on the renewer's new rhythm.
+		h.mu.Lock()
+		if h.lease == ttl && ttl > before {
+			h.lease = before
+		}
+		h.mu.Unlock()
+		h.e.renew.poke()
 		return err
 	}
 	if !held {

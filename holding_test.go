@@ -1,0 +1,180 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+)
+
+// An Extend that fails (here its ctx is done before it is sent) is not
+// counted on: the holding's lease stays the one the server granted, so a
+// plain lock's Context ends with it, and a watchdog keeps extending on
+// its rhythm. (Before, the new lease became the holding's whatever the
+// call's outcome: a plain lock's Context ran 27 s past the server's lease,
+// and the watchdog waited 10 s to extend a 1 s lease, which another
+// engine then took, while the first holder's Context was still live.)
+func TestFailedExtendIsNotCounted(t *testing.T) {
+	testserver.Parallel(t) // waits out a lease
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e, other := ctxT(t), engine(s), engine(s)
+		for _, watchdog := range []bool{false, true} {
+			name := fmt.Sprint("fx-", watchdog)
+			start := time.Now()
+			l, err := e.TryLock(ctx, name, LockOptions{TTL: time.Second, Watchdog: watchdog})
+			if err != nil {
+				t.Fatal(err)
+			}
+			done, cancel := context.WithCancel(ctx)
+			cancel()
+			if err := l.Extend(done, 30*time.Second); err == nil {
+				t.Fatalf("watchdog %v: Extend with a done ctx succeeded", watchdog)
+			}
+			work, stop := l.Context(ctx)
+			if dl, ok := work.Deadline(); !watchdog && (!ok || dl.After(start.Add(time.Second))) {
+				t.Errorf("a plain lock's Context ends %v after it was taken, past its 1 s lease", dl.Sub(start).Round(time.Millisecond))
+			}
+			time.Sleep(1200 * time.Millisecond)
+			o, err := other.TryLock(ctx, name, LockOptions{TTL: time.Second})
+			if err == nil && work.Err() == nil {
+				t.Errorf("watchdog %v: another engine took the lock while the first holder's Context was live", watchdog)
+			}
+			if watchdog && err == nil {
+				t.Errorf("the watchdog let its 1 s lease run out after a failed Extend of 30 s")
+			}
+			if o != nil {
+				o.Unlock(ctx)
+			}
+			stop()
+			l.Unlock(ctx)
+		}
+	})
+}
+
+// A holding that has ended, released or given up as lost, sends nothing
+// more: Held after Unlock says false and leaves Lost open; Extend of a
+// watchdog lock whose renewals failed until it was declared lost returns
+// ErrNotHeld and does not extend it on the server (before, it did, and
+// Close, which no longer knew it, left it held for the new lease).
+func TestEndedHoldingSendsNothing(t *testing.T) {
+	testserver.Parallel(t) // waits out a span
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("needs the fault proxy in front of one server")
+		}
+		s.Realtime(t)
+		ctx := ctxT(t)
+		e := engine(s)
+		l, err := e.TryLock(ctx, "ended", LockOptions{TTL: 5 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if held, err := l.Held(ctx); held || err != nil {
+			t.Errorf("Held after Unlock: %v, %v; want false, nil", held, err)
+		}
+		select {
+		case <-l.Lost():
+			t.Errorf("Lost closed by Held after a clean Unlock")
+		default:
+		}
+
+		proxy := startProxy(t, s.Addr, faults{})
+		p := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithCallTimeout(200*time.Millisecond))
+		defer p.Close(ctx)
+		l, err = p.TryLock(ctx, "lost", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.refuse.Store(true)
+		proxy.cutAll()
+		select {
+		case <-l.Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Lost still open 5 s after every renewal failed")
+		}
+		proxy.refuse.Store(false)
+		if err := l.Extend(ctx, time.Hour); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Extend of a lock given up as lost: %v, want ErrNotHeld", err)
+		}
+		if ms, err := redis.Int64(s.Do("PTTL", s.NS+"lock:{lost}")); err != nil || ms > 600 {
+			t.Errorf("the lost lock's PTTL on the server is %d ms (%v): extended after it was given up", ms, err)
+		}
+	})
+}
+
+// A Close that could not release a holding leaves its caller's Unlock to
+// try: Unlock releases it on the server (before, Close marked it released
+// by Close, and Unlock returned nil having sent nothing, the lock held for
+// the rest of its lease).
+func TestUnlockAfterAFailedClose(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("needs the fault proxy in front of one server")
+		}
+		ctx := ctxT(t)
+		proxy := startProxy(t, s.Addr, faults{})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS), WithCallTimeout(200*time.Millisecond))
+		l, err := e.TryLock(ctx, "fc", LockOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		proxy.refuse.Store(true)
+		proxy.cutAll()
+		short, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer cancel()
+		if err := e.Close(short); err == nil {
+			t.Fatal("Close through a refusing proxy released the lock")
+		}
+		proxy.refuse.Store(false)
+		err = l.Unlock(ctx)
+		info, ierr := engine(s).LockInfo(ctx, "fc")
+		if ierr != nil {
+			t.Fatal(ierr)
+		}
+		if info.Held {
+			t.Errorf("after a failed Close and Unlock (%v), the lock is held for %v", err, info.TTL)
+		}
+	})
+}
+
+// A zero Lock or Permit (not nil; no engine returned it) answers every call
+// with an error wrapping ErrNotHeld. (Before, they panicked.)
+func TestZeroHoldings(t *testing.T) {
+	ctx := context.Background()
+	var l Lock
+	var p Permit
+	for name, f := range map[string]func() error{
+		"Lock.Unlock":      func() error { return l.Unlock(ctx) },
+		"Lock.Extend":      func() error { return l.Extend(ctx, 0) },
+		"Lock.Held":        func() error { _, err := l.Held(ctx); return err },
+		"Lock.TTL":         func() error { _, err := l.TTL(ctx); return err },
+		"Lock.SetOwner":    func() error { return l.SetOwner(ctx, "x") },
+		"Permit.Release":   func() error { return p.Release(ctx) },
+		"Permit.Extend":    func() error { return p.Extend(ctx, 0) },
+		"Permit.TTL":       func() error { _, err := p.TTL(ctx); return err },
+		"Permit.SetOwner":  func() error { return p.SetOwner(ctx, "x") },
+		"Permit.Held":      func() error { _, err := p.Held(ctx); return err },
+		"Lock.Eval":        func() error { _, err := l.Eval(ctx, NewGuardedScript(0, "return 1")); return err },
+		"Lock.Held (nil)":  func() error { _, err := (*Lock)(nil).Held(ctx); return err },
+		"Permit.TTL (nil)": func() error { _, err := (*Permit)(nil).TTL(ctx); return err },
+	} {
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					t.Errorf("%s on a zero value panicked: %v", name, r)
+				}
+			}()
+			if err := f(); !errors.Is(err, ErrNotHeld) && !(name == "Lock.Held" || name == "Permit.Held" || name == "Lock.Held (nil)") {
+				t.Errorf("%s on a zero value: %v, want ErrNotHeld", name, err)
+			}
+		}()
+	}
+}

@@ -672,3 +672,37 @@ func TestActivityShardSizeInScripts(t *testing.T) {
 		}
 	}
 }
+
+// A count whose unit holds more buckets than Lua's unpack takes at once
+// (about 8,000: here 9,000 buckets of one id, one partition, beside a
+// period of one bucket) unions them 4,000 keys a command. (Before, OR and
+// AND failed with "too many results to unpack"; with 512-id buckets that
+// is about 3 million ids in one partition, the seed's scale.)
+func TestActivityCountsAHugeUnit(t *testing.T) {
+	smallTries(t, 1, 1<<30)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s, WithCallTimeout(time.Minute)) // 9,000 buckets: miniredis's Lua under -race takes seconds
+		r := rand.New(rand.NewPCG(1, 1))
+		var ids []int64
+		for len(ids) < 9000 {
+			if v := r.Int64(); placeOf(v).part() == 0 {
+				ids = append(ids, v)
+			}
+		}
+		if err := e.MarkActiveMany(ctx, "huge", "y", ids...); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkActive(ctx, "huge", "t", ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.CountActive(ctx, "huge", "t", "y"); n != 9000 || err != nil {
+			t.Errorf("CountActive(t, y) = %d, %v; want 9000", n, err)
+		}
+		if n, err := e.CountActiveAll(ctx, "huge", "t", "y"); n != 1 || err != nil {
+			t.Errorf("CountActiveAll(t, y) = %d, %v; want 1", n, err)
+		}
+		if n, err := e.CountActiveAll(ctx, "huge", "y", "y"); n != 9000 || err != nil {
+			t.Errorf("CountActiveAll(y, y) = %d, %v; want 9000", n, err)
+		}
+	})
+}

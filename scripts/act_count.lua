@@ -32,13 +32,33 @@ local function intercard(keys)
   return redis.call('SCARD', s)
 end
 
+-- unionstore stores in dest the union of first (nil: none) and keys, 4,000
+-- keys a command (unpack's stack holds about 8,000 values: a unit may hold
+-- more buckets), and returns its size.
+local function unionstore(dest, first, keys)
+  local n = 0
+  for i = 1, #keys, 4000 do
+    local from = dest
+    if i == 1 then
+      from = first
+    end
+    local part = {unpack(keys, i, math.min(i + 3999, #keys))}
+    if from then
+      n = redis.call('SUNIONSTORE', dest, from, unpack(part))
+    else
+      n = redis.call('SUNIONSTORE', dest, unpack(part))
+    end
+  end
+  return n
+end
+
 -- union is a key holding the union of keys (one key: itself).
 local function union(keys)
   if #keys == 1 then
     return keys[1]
   end
   local s = scratch()
-  redis.call('SUNIONSTORE', s, unpack(keys))
+  unionstore(s, nil, keys)
   return s
 end
 
@@ -79,7 +99,7 @@ local function sparse(periods)
       redis.call('SADD', KEYS[1] .. 'x', 'x')
       orKeys = {KEYS[1] .. 'x', KEYS[1] .. 'u'}
     end
-    return redis.call('SUNIONSTORE', orKeys[2], orKeys[1], unpack(all)) - 1
+    return unionstore(orKeys[2], orKeys[1], all) - 1
   end
   local each = {}
   for i, p in ipairs(periods) do

@@ -332,7 +332,10 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 			args = append(args, pl.args()...)
 		}
 		reply, err := redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
-		if err == nil && reply[0] < 0 {
+		for try := 0; err == nil && reply[0] < 0; try++ { // gone, or its deadline passed: index it again
+			if try == 3 {
+				return obj.errorf("period %q: its deadline passed before the mark could run, %d times", period, try+1)
+			}
 			if args[2], err = e.indexParts(ctx, obj, period, int64(part)); err == nil {
 				reply, err = redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
 			}

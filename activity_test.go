@@ -706,3 +706,47 @@ func TestActivityCountsAHugeUnit(t *testing.T) {
 		}
 	})
 }
+
+// A partition's first mark that runs after the deadline its index gave
+// (MarkActiveMany indexes first, then runs up to 8 scripts at once) makes
+// nothing of the ended period: the engine indexes the period anew and
+// marks there, and every key it leaves expires. (Before, the script made
+// the directory with the passed deadline, which deleted it at once, then
+// made it again with no TTL: an orphan key that never expired.)
+func TestActivityMarkAfterItsDeadline(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s, WithActivityTTL(200*time.Millisecond))
+		obj, err := e.object(kindActivity, "pd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(3, 3))
+		var places []place
+		var ids []int64
+		for len(places) < 3 {
+			id := r.Int64N(1 << 40)
+			if pl := placeOf(id); pl.part() == 3 {
+				places, ids = append(places, pl), append(ids, id)
+			}
+		}
+		d, err := e.indexParts(ctx, obj, "p", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the deadline passes before the partition's script runs
+		if err := e.markPart(ctx, obj, "p", 3, places, d); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range s.Keys(t) {
+			if ttl := s.PTTL(t, k); ttl <= 0 {
+				t.Errorf("%s left with PTTL %v", k, ttl)
+			}
+		}
+		for _, id := range ids {
+			if ok, err := e.IsActive(ctx, "pd", "p", id); !ok || err != nil {
+				t.Errorf("IsActive(%d) = %v, %v after the mark", id, ok, err)
+			}
+		}
+	})
+}

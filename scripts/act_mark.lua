@@ -5,13 +5,14 @@
 --   key prefix (a leaf is KEYS[2] .. node .. the period's suffix of KEYS[1])
 -- ARGV[1] the period's deadline in ms since the epoch (0: none) as the
 --   index gave it, or -1 when the caller did not index the partition just
---   now: then an absent directory is not created
+--   now: then an absent directory is not created; nor is it when that
+--   deadline has passed (the index gave it before the period ended)
 -- ARGV[2] the most ids a bucket holds, ARGV[3] the ids that make a shard
 --   dense
 -- ARGV[4..] three values an id: h's high and low 32 bits, and the member
 --   (h - 2^63 in decimal)
--- reply: {-1} if the directory was absent and ARGV[1] is -1 (nothing
---   written); else {deadline, i...}: the period's deadline (ms since the
+-- reply: {-1} if the directory was absent and ARGV[1] is -1 or a deadline
+--   passed (nothing written: the caller indexes the period again); else {deadline, i...}: the period's deadline (ms since the
 --   epoch, 0 for none), then the positions (1-based) of ids whose shard is
 --   dense, one a shard.
 --
@@ -25,8 +26,9 @@ local most, dense_at = tonumber(ARGV[2]), tonumber(ARGV[3])
 local got = redis.call('HMGET', dir, 't', 'b')
 local deadline, counted = got[1], got[2] ~= false
 if not deadline then
-  if ARGV[1] == '-1' then
-    return {-1}
+  local t = redis.call('TIME')
+  if ARGV[1] == '-1' or ARGV[1] ~= '0' and tonumber(ARGV[1]) <= t[1] * 1000 + math.floor(t[2] / 1000) then
+    return {-1} -- a directory made past its deadline would be deleted at once, and its keys kept
   end
   deadline, counted = ARGV[1], true
   redis.call('HSET', dir, 't', deadline, 'b', 0)

@@ -750,3 +750,86 @@ func TestActivityMarkAfterItsDeadline(t *testing.T) {
 		}
 	})
 }
+
+// invPerm inverts permShard: the shard whose place is s.
+func invPerm(s uint64) uint64 {
+	const mask = 1<<41 - 1
+	unx := func(y uint64, k uint) uint64 { // inverts y ^= y >> k
+		x := y
+		for i := 0; i < 41; i++ {
+			x = y ^ x>>k
+		}
+		return x & mask
+	}
+	inv := func(a uint64) uint64 { // a's inverse mod 2^64 (Newton)
+		x := a
+		for i := 0; i < 6; i++ {
+			x *= 2 - a*x
+		}
+		return x
+	}
+	s = unx(s, 23)
+	s = s * inv(0xbf58476d1ce4e5b9) & mask
+	s = unx(s, 19)
+	s = s * inv(0x9e3779b97f4a7c15) & mask
+	return unx(s, 21)
+}
+
+// An engine that remembers a shard as dense marks it by its bitmap; once
+// the period has ended and started anew, that key may be a bucket (a set:
+// here the shard shares a depth-41 split with its sibling). The engine then
+// marks through the partition's script. (Before, every later mark of that
+// shard by that engine failed with WRONGTYPE.)
+func TestActivityDenseShardOfAnEndedPeriod(t *testing.T) {
+	smallTries(t, 4, 8)
+	for x := uint64(0); x < 1000; x++ {
+		if permShard(invPerm(x)) != x {
+			t.Fatalf("invPerm(%d) is not permShard's inverse", x)
+		}
+	}
+	var x, y int64 // shards whose places differ in the last bit: siblings at depth 41
+	for x = 1; ; x++ {
+		if s := invPerm(permShard(uint64(x)) ^ 1); s < uint64(MaxActiveID/activeShardIDs) {
+			y = int64(s)
+			break
+		}
+	}
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		e := engine(s, WithActivityTTL(300*time.Millisecond))
+		many := engine(s, WithActivityTTL(300*time.Millisecond)) // marks 64 ids at once: a run OR-ed in (bits_merge)
+		other := engine(s, WithActivityTTL(300*time.Millisecond))
+		var xs, ys []int64
+		for i := int64(0); i < 64; i++ {
+			xs, ys = append(xs, x*activeShardIDs+i), append(ys, y*activeShardIDs+i)
+		}
+		for _, e := range []*Engine{e, many} {
+			if err := e.MarkActiveMany(ctx, "st", "monday", xs[:8]...); err != nil {
+				t.Fatal(err)
+			}
+			if !e.remembers(shardRef{"st", "monday", x, refDense}) {
+				t.Fatalf("shard %d not dense after 8 marks", x)
+			}
+		}
+		time.Sleep(500 * time.Millisecond) // the period ends
+		if err := other.MarkActiveMany(ctx, "st", "monday", append(ys[:5:5], xs[0])...); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkActive(ctx, "st", "monday", xs[1]); err != nil {
+			t.Errorf("MarkActive by the engine that remembers the shard dense: %v", err)
+		}
+		if err := e.MarkActiveMany(ctx, "st", "monday", xs[2]); err != nil {
+			t.Errorf("MarkActiveMany by that engine: %v", err)
+		}
+		if n, err := other.CountActive(ctx, "st", "monday"); n != 8 || err != nil {
+			t.Errorf("CountActive = %d, %v; want 8 (5 of one shard, 3 of the other)", n, err)
+		}
+		if err := many.MarkActiveMany(ctx, "st", "monday", xs...); err != nil {
+			t.Errorf("MarkActiveMany of 64 ids by an engine that remembers their shard dense: %v", err)
+		}
+		if n, err := other.CountActive(ctx, "st", "monday"); n != 69 || err != nil {
+			t.Errorf("CountActive = %d, %v; want 69 (5 of one shard, 64 of the other)", n, err)
+		}
+	})
+}

@@ -4,8 +4,9 @@
 --   period's index gave it; or -1 when the caller did not index the shard
 --   just now: then an absent shard is not created
 -- ARGV[2..] the ids' bit offsets within the shard
--- reply: -1 if the shard was absent and ARGV[1] is -1 (nothing written);
---   else how many of the bits were not set before.
+-- reply: -1 if the shard was absent and ARGV[1] is -1 (nothing written),
+--   or a set (a bucket: the period started anew, and the shard is not
+--   dense in it); else how many of the bits were not set before.
 --
 -- A shard made anew is made whole at once, its last bit (8,388,095: see
 -- activeShardIDs in engine.go) set to 0 first: a string Redis creates is
@@ -22,7 +23,14 @@ if fresh then
 end
 local n = 0
 for i = 2, #ARGV do
-  n = n + 1 - redis.call('SETBIT', KEYS[1], ARGV[i], 1)
+  local r = redis.pcall('SETBIT', KEYS[1], ARGV[i], 1)
+  if type(r) == 'table' then -- the first: a key of another type, nothing written
+    if ARGV[1] == '-1' and type(redis.pcall('SCARD', KEYS[1])) == 'number' then
+      return -1
+    end
+    return r
+  end
+  n = n + 1 - r
 end
 if fresh and ARGV[1] ~= '0' then
   redis.call('PEXPIREAT', KEYS[1], ARGV[1])

@@ -6,8 +6,8 @@
 -- ARGV[1] the period's deadline, or -1, as for bits_mark
 -- ARGV[2] the byte where the run starts, ARGV[3] the run (bit 7 of its
 --   first byte is bit ARGV[2] * 8 of the shard)
--- reply: -1 if the shard was absent and ARGV[1] is -1 (nothing written);
---   else 0.
+-- reply: -1 if the shard was absent, or a set, and ARGV[1] is -1, as for
+--   bits_mark (nothing written); else 0.
 --
 -- An absent shard is made whole and written with SETRANGE, and expires at
 -- the period's deadline, as with bits_mark; an existing one is
@@ -24,7 +24,13 @@ if fresh then -- nothing to OR with; made whole first, as in bits_mark
   end
   return 0
 end
-redis.call('STRLEN', KEYS[1])
+local len = redis.pcall('STRLEN', KEYS[1])
+if type(len) == 'table' then -- a key of another type
+  if ARGV[1] == '-1' and type(redis.pcall('SCARD', KEYS[1])) == 'number' then
+    return -1
+  end
+  return len
+end
 redis.call('DEL', KEYS[2])
 redis.call('SETRANGE', KEYS[2], ARGV[2], ARGV[3])
 redis.call('BITOP', 'OR', KEYS[1], KEYS[1], KEYS[2])

@@ -527,6 +527,41 @@ func (h *holding) context(parent context.Context) (context.Context, context.Canc
 	}
 }
 
+// endContextsBy ends a plain holding's Contexts when its lease, less a
+// tenth, runs out, if that is before was (an Extend shortened it): each
+// Context's deadline was set by the lease when it was made. A later
+// extension moves that end on; a watchdog's Contexts end with the holding.
+func (h *holding) endContextsBy(was time.Time) {
+	h.mu.Lock()
+	shorter := !h.watchdog && h.ended == nil && len(h.contexts) > 0 && h.extended.Add(h.lease-h.lease/10).Before(was)
+	h.mu.Unlock()
+	if shorter {
+		h.endContextsAtLeaseEnd()
+	}
+}
+
+// endContextsAtLeaseEnd ends h's Contexts at its lease's end (less a
+// tenth), now if it has passed.
+func (h *holding) endContextsAtLeaseEnd() {
+	h.mu.Lock()
+	if h.ended != nil || len(h.contexts) == 0 {
+		h.mu.Unlock()
+		return
+	}
+	if left := time.Until(h.extended.Add(h.lease - h.lease/10)); left > 0 {
+		h.mu.Unlock()
+		time.AfterFunc(left, h.endContextsAtLeaseEnd)
+		return
+	}
+	contexts := h.contexts
+	h.contexts = nil
+	h.mu.Unlock()
+	cause := h.obj.errorf("fence %d: the lease ends (less a tenth for the client's clock): %w", h.fence, ErrNotHeld)
+	for cancel := range contexts {
+		(*cancel)(cause)
+	}
+}
+
 // event is an Event about h.
 func (h *holding) event(t EventType, err error) Event {
 	ev := h.obj.event(t, h.token, h.fence, err)

@@ -145,6 +145,38 @@ func TestUnlockAfterAFailedClose(t *testing.T) {
 	})
 }
 
+// Without a watchdog, an Extend that shortens the lease ends the Contexts
+// made before it with the new lease (less a tenth). (Before, they kept the
+// deadline of the longer lease: 25.8 s after another engine took the
+// lock.)
+func TestShorterExtendEndsEarlierContexts(t *testing.T) {
+	testserver.Parallel(t) // waits out a lease
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e, other := ctxT(t), engine(s), engine(s)
+		l, err := e.TryLock(ctx, "sh", LockOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		work, stop := l.Context(ctx)
+		defer stop()
+		if err := l.Extend(ctx, time.Second); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(1200 * time.Millisecond)
+		o, err := other.TryLock(ctx, "sh", LockOptions{TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatalf("the 1 s lease did not run out: %v", err)
+		}
+		defer o.Unlock(ctx)
+		if work.Err() == nil {
+			t.Errorf("another engine holds the lock while the Context made before a shorter Extend is live")
+		} else if !errors.Is(context.Cause(work), ErrNotHeld) {
+			t.Errorf("the Context's cause %v, want ErrNotHeld", context.Cause(work))
+		}
+	})
+}
+
 // A zero Lock or Permit (not nil; no engine returned it) answers every call
 // with an error wrapping ErrNotHeld. (Before, they panicked.)
 func TestZeroHoldings(t *testing.T) {

@@ -136,7 +136,8 @@ func (l *Lock) Lost() <-chan struct{} {
 // holder when an extension finds it gone or the lease runs out without
 // one; for a holder without a watchdog also at the lease's end as the lock
 // knows it now, less a tenth for the client's clock (its deadline; a later
-// Extend does not move it: call Context again). context.Cause says which
+// Extend that lengthens the lease does not move it: call Context again;
+// one that shortens it ends it with the shorter lease). context.Cause says which
 // (a loss is an *Error wrapping ErrNotHeld). Run the guarded work under
 // it. For a nil lock it is done at once; a nil parent is taken as
 // context.Background().

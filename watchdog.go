@@ -59,10 +59,11 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 	// The new lease is the watchdog's from this instant: any extension
 	// numbered after this one carries it.
 	h.mu.Lock()
-	before := h.lease
+	before, ends := h.lease, h.extended.Add(h.lease-h.lease/10)
 	h.lease = ttl
 	seq := h.e.renew.extensions.Add(1)
 	h.mu.Unlock()
+	defer h.endContextsBy(ends) // a shorter lease: the Contexts made before end with it
 	sent := time.Now()
 	held, err := h.extendLease(ctx, ttl, seq)
 	if err != nil && !(held && errors.Is(err, ErrNotReplicated)) {

@@ -111,6 +111,7 @@ type holding struct {
 	extended   time.Time                             // when the last extension the server applied (or the grant) was sent
 	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
 	retryAt    time.Time                             // when the renewer tries again after a failed extension; zero if none failed
+	spanEnd    *time.Timer                           // while the renewer keeps it: its loss at extended + span, whatever the renewer is waiting on
 	owner      string                                // the Owner stored with it
 	onLost     func()                                // a MultiLock's: called when it is lost
 	ended      error                                 // why it ended (released, lost, the engine closed); nil while held

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -173,6 +174,77 @@ func TestShorterExtendEndsEarlierContexts(t *testing.T) {
 			t.Errorf("another engine holds the lock while the Context made before a shorter Extend is live")
 		} else if !errors.Is(context.Cause(work), ErrNotHeld) {
 			t.Errorf("the Context's cause %v, want ErrNotHeld", context.Cause(work))
+		}
+	})
+}
+
+// stallPool's connections wait stallFor before each Receive (the
+// renewer's pipelined batch) while stall is set.
+type stallPool struct {
+	p        Pool
+	stall    atomic.Bool
+	stallFor time.Duration
+}
+
+func (p *stallPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	c, err := p.p.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &stallConn{Conn: c, p: p}, nil
+}
+
+type stallConn struct {
+	redis.Conn
+	p *stallPool
+}
+
+func (c *stallConn) Receive() (any, error) {
+	if c.p.stall.Load() {
+		time.Sleep(c.p.stallFor)
+	}
+	return c.Conn.Receive()
+}
+
+// A watchdog holding is lost when its span runs out after its last
+// extension even while the renewer waits on another batch's reply (here
+// 1.5 s late, within the call's timeout): its Context ends before another
+// engine can take it. (Before, only the renewer ended it, once the slow
+// batch returned: another engine held b while b's Context was live.)
+func TestStalledBatchHidesNoLoss(t *testing.T) {
+	testserver.Parallel(t) // waits out a lease
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("a plain pool in front of one server")
+		}
+		s.Realtime(t)
+		ctx := ctxT(t)
+		sp := &stallPool{p: s.Pool, stallFor: 1500 * time.Millisecond}
+		e := New(sp, WithNamespace(s.NS))
+		defer e.Close(ctx)
+		other := engine(s)
+		a, err := e.TryLock(ctx, "a", LockOptions{TTL: 3 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Unlock(ctx)
+		time.Sleep(500 * time.Millisecond)
+		sp.stall.Store(true) // a's next batch, at about 1 s, gets its reply 1.5 s late
+		time.Sleep(700 * time.Millisecond)
+		sp.stall.Store(false)
+		b, err := e.TryLock(ctx, "b", LockOptions{TTL: time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		work, stop := b.Context(ctx)
+		defer stop()
+		time.Sleep(1150 * time.Millisecond)
+		o, err := other.TryLock(ctx, "b", LockOptions{TTL: 10 * time.Second})
+		if err == nil && work.Err() == nil {
+			t.Errorf("another engine holds b while b's Context is live")
+		}
+		if o != nil {
+			o.Unlock(ctx)
 		}
 	})
 }

@@ -98,6 +98,7 @@ func (r *renewer) init() {
 // (the engine's background).
 func (h *holding) startWatchdog() {
 	h.slot = int16(hashSlot(h.obj.name))
+	h.armSpanEnd()
 	r := &h.e.renew
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -124,6 +125,7 @@ func (h *holding) stopWatchdog() {
 		return
 	}
 	delete(r.held, h)
+	h.stopSpanEnd()
 	if len(r.held) == 0 {
 		r.poke() // so that the goroutine ends now
 	}

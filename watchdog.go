@@ -31,6 +31,50 @@ func (h *holding) extendedAt(sent time.Time) {
 	}
 	h.confirmed = true
 	h.retryAt = time.Time{} // back to the rhythm of a third into the lease
+	if h.spanEnd != nil {
+		h.spanEnd.Reset(time.Until(h.extended.Add(h.span())))
+	}
+}
+
+// armSpanEnd arms h's loss for when its span runs out after its last
+// extension, unless an extension moves it on: the renewer declares the
+// loss itself when it is free to, but one batch's reply may keep it
+// waiting past another holding's end (at most a call's timeout).
+func (h *holding) armSpanEnd() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.spanEnd == nil && h.ended == nil {
+		h.spanEnd = time.AfterFunc(time.Until(h.extended.Add(h.span())), h.spanRanOut)
+	}
+}
+
+// stopSpanEnd disarms it: the renewer keeps h no more.
+func (h *holding) stopSpanEnd() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.spanEnd != nil {
+		h.spanEnd.Stop()
+		h.spanEnd = nil
+	}
+}
+
+// spanRanOut is the span's end: h is lost unless an extension moved it on
+// meanwhile (then the timer is armed again) or the renewer let h go.
+func (h *holding) spanRanOut() {
+	h.mu.Lock()
+	if h.ended != nil || h.spanEnd == nil {
+		h.mu.Unlock()
+		return
+	}
+	if left := time.Until(h.extended.Add(h.span())); left > 0 {
+		h.spanEnd.Reset(left)
+		h.mu.Unlock()
+		return
+	}
+	h.mu.Unlock()
+	if h.e.renew.keeps(h) {
+		h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out (none was answered within its span): %w", h.fence, ErrNotHeld))
+	}
 }
 
 // extendLease sends extension number seq with lease (a lock's Extend, a permit's
@@ -73,6 +117,9 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 		h.mu.Lock()
 		if h.lease == ttl && ttl > before {
 			h.lease = before
+		}
+		if h.spanEnd != nil { // a shorter lease kept: its span ends sooner
+			h.spanEnd.Reset(time.Until(h.extended.Add(h.span())))
 		}
 		h.mu.Unlock()
 		h.e.renew.poke()

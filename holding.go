@@ -116,6 +116,7 @@ type holding struct {
 	onLost     func()                                // a MultiLock's: called when it is lost
 	ended      error                                 // why it ended (released, lost, the engine closed); nil while held
 	byClose    bool                                  // Close released it (or found it gone)
+	unlocking  bool                                  // a release script is on its way: it, not a call that finds h gone, says how h ended
 	lostCh     chan struct{}                         // made when Lost is first called
 	lostClosed bool                                  // Lost is closed
 	contexts   map[*context.CancelCauseFunc]struct{} // of Context's contexts: cancelled when it ends
@@ -288,6 +289,14 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 	if ctx.Done() != nil {
 		ctx = context.WithoutCancel(ctx)
 	}
+	h.mu.Lock()
+	h.unlocking = true
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.unlocking = false
+		h.mu.Unlock()
+	}()
 	args := append(append(h.acq.args[:0], h.keys...), h.tokenArg, h.e.retentionArg, h.e.wakeArg) // the acquisition's room, done with
 	if h.ops.wakesOwn {
 		args = append(args, h.e.idArg)
@@ -304,7 +313,12 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 				return true, nil
 			}
 			if unanswered != nil {
-				h.end(h.obj.errorf("fence %d: released or expired", h.fence))
+				cause := h.obj.errorf("fence %d: released or expired: %w", h.fence, ErrNotHeld)
+				h.closeLost()
+				if h.end(cause) { // the caller's error says it too: the observer hears of it, the logger does not
+					h.e.observe(h.event(EventLost, cause))
+					h.lostHook()
+				}
 				return false, h.obj.errorf("fence %d: no longer held after a release went unanswered (%w): that release or the lease's end freed it", h.fence, unanswered)
 			}
 			return false, nil
@@ -413,9 +427,9 @@ func (h *holding) notHeld() error {
 		err = h.obj.errorf("fence %d: released, expired or taken by another: %w", h.fence, ErrNotHeld)
 	}
 	h.mu.Lock()
-	over := h.ended != nil
+	over := h.ended != nil || h.unlocking
 	h.mu.Unlock()
-	if over { // released or lost already: Lost stays as its end left it
+	if over { // released or lost already, or a release on its way decides: Lost stays as that leaves it
 		return err
 	}
 	h.closeLost()

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -184,6 +186,8 @@ type stallPool struct {
 	p        Pool
 	stall    atomic.Bool
 	stallFor time.Duration
+	slowHash atomic.Value // a script's hash whose reply Do holds back slowFor
+	slowFor  time.Duration
 }
 
 func (p *stallPool) GetContext(ctx context.Context) (redis.Conn, error) {
@@ -197,6 +201,14 @@ func (p *stallPool) GetContext(ctx context.Context) (redis.Conn, error) {
 type stallConn struct {
 	redis.Conn
 	p *stallPool
+}
+
+func (c *stallConn) Do(cmd string, args ...any) (any, error) {
+	v, err := c.Conn.Do(cmd, args...)
+	if h, _ := c.p.slowHash.Load().(string); h != "" && cmd == "EVALSHA" && len(args) > 0 && args[0] == h {
+		time.Sleep(c.p.slowFor)
+	}
+	return v, err
 }
 
 func (c *stallConn) Receive() (any, error) {
@@ -245,6 +257,75 @@ func TestStalledBatchHidesNoLoss(t *testing.T) {
 		}
 		if o != nil {
 			o.Unlock(ctx)
+		}
+	})
+}
+
+// How a holding ended is the release's to say while its script is on its
+// way: an Extend that finds the lock gone meanwhile (the release ran, its
+// reply is late) leaves it to the release, whose Unlock returns nil and
+// reports EventReleased. And a release whose reply was lost, found gone on
+// its retry, reports EventLost with the error Unlock returns. (Before, the
+// first reported EventLost after a clean Unlock, and the second ended the
+// holding with no event.)
+func TestReleaseSaysHowAHoldingEnded(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("a plain pool, and the fault proxy, in front of one server")
+		}
+		ctx := ctxT(t)
+		var mu sync.Mutex
+		var events []string
+		observe := WithObserver(func(ev Event) {
+			mu.Lock()
+			events = append(events, ev.Type.String())
+			mu.Unlock()
+		})
+		seen := func() string {
+			mu.Lock()
+			defer mu.Unlock()
+			got := strings.Join(events, ",")
+			events = nil
+			return got
+		}
+		sp := &stallPool{p: s.Pool, slowFor: 300 * time.Millisecond}
+		e := New(sp, WithNamespace(s.NS), observe)
+		defer e.Close(ctx)
+		l, err := e.TryLock(ctx, "u", LockOptions{TTL: 5 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp.slowHash.Store(scriptLockRelease.Hash())
+		unlocked := make(chan error, 1)
+		go func() { unlocked <- l.Unlock(ctx) }()
+		time.Sleep(100 * time.Millisecond)                                      // the release has run; its reply is late
+		if err := l.Extend(ctx, 0); err != nil && !errors.Is(err, ErrNotHeld) { // nil if it ran first
+			t.Errorf("Extend during the release: %v, want ErrNotHeld", err)
+		}
+		if err := <-unlocked; err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+		if got := seen(); got != "acquired,released" {
+			t.Errorf("events %s, want acquired,released", got)
+		}
+
+		proxy := startProxy(t, s.Addr, faults{cutOn: []byte(scriptLockRelease.Hash()), cutTimes: 1, cutAfter: true})
+		c := New(newPool(t, proxy.addr()), WithNamespace(s.NS), observe)
+		defer c.Close(ctx)
+		l, err = c.TryLock(ctx, "cut", LockOptions{TTL: time.Minute, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Unlock(ctx); err == nil {
+			t.Errorf("Unlock whose reply was cut and whose retry found the lock gone returned nil")
+		}
+		if got := seen(); got != "acquired,lost" {
+			t.Errorf("events %s after a release whose reply was cut, want acquired,lost", got)
+		}
+		select {
+		case <-l.Lost():
+		default:
+			t.Errorf("a watchdog lock's Lost open after its release went unanswered and found it gone")
 		}
 	})
 }

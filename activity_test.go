@@ -799,7 +799,7 @@ func TestActivityDenseShardOfAnEndedPeriod(t *testing.T) {
 		ctx := ctxT(t)
 		e := engine(s, WithActivityTTL(300*time.Millisecond))
 		many := engine(s, WithActivityTTL(300*time.Millisecond)) // marks 64 ids at once: a run OR-ed in (bits_merge)
-		other := engine(s, WithActivityTTL(300*time.Millisecond))
+		other := engine(s, WithActivityTTL(time.Minute))         // the period's next instance outlives the test, slow under -race as it is
 		var xs, ys []int64
 		for i := int64(0); i < 64; i++ {
 			xs, ys = append(xs, x*activeShardIDs+i), append(ys, y*activeShardIDs+i)

@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -15,8 +16,9 @@ import (
 // in scripts of a few ms each (SUNIONSTORE of sets, BITOP OR of bitmaps),
 // at most 8 scripts at once, in parallel across a cluster's nodes, and
 // adds up. Counts are exact. Each script's part is counted atomically;
-// marks made during the count may or may not be in it. At least one period
-// is required.
+// every id marked before the count began is in it (a script whose buckets
+// a mark split since the plan is planned again), and marks made during the
+// count may or may not be. At least one period is required.
 func (e *Engine) CountActive(ctx context.Context, group string, periods ...string) (int64, error) {
 	return e.countActive(ctx, group, "OR", periods)
 }
@@ -39,6 +41,7 @@ const (
 	activeBucketCost = 100
 	activeBitmapCost = 150
 	activeMixedCost  = 512
+	activeFilterCost = 300
 )
 
 func (e *Engine) countActive(ctx context.Context, group, op string, periods []string) (int64, error) {
@@ -70,14 +73,41 @@ func (e *Engine) countActive(ctx context.Context, group, op string, periods []st
 	for i, p := range parts {
 		jobs[i].part = int(p)
 	}
+	return e.runCount(ctx, obj, op, distinct, jobs)
+}
+
+// activeReplans bounds how many times in a row a count plans the same
+// units again because marks changed them under it (or because one of
+// their keys is of another type).
+const activeReplans = 8
+
+// runCount runs a count's jobs, and the jobs they make, up to
+// activeParallel at once, and adds up the scripts' counts. A script whose
+// units a mark changed after the plan (a bucket split, a shard made dense:
+// act_count replies -1 and counts nothing) has its units planned again.
+func (e *Engine) runCount(ctx context.Context, obj object, op string, periods []string, jobs []countJob) (int64, error) {
 	var total atomic.Int64
-	err = eachJob(ctx, e, obj, jobs, func(ctx context.Context, j countJob) ([]countJob, error) {
+	err := eachJob(ctx, e, obj, jobs, func(ctx context.Context, j countJob) ([]countJob, error) {
 		if j.script == nil {
-			return e.planPart(ctx, obj, op, j.part, distinct)
+			return e.planPart(ctx, obj, op, j.part, periods, j.units, j.plans)
 		}
 		n, err := redis.Int64(e.eval(ctx, obj, scriptActCount, j.script...))
+		var re redis.Error
+		if n < 0 || errors.As(err, &re) && strings.HasPrefix(string(re), "WRONGTYPE ") {
+			// A mark split a planned bucket or made its shard dense (so a
+			// bucket's key may be a bitmap's now): plan the units again.
+			if j.plans < activeReplans {
+				return []countJob{{part: j.part, units: j.units, plans: j.plans}}, nil
+			}
+			if err == nil {
+				err = obj.errorf("partition %d: its keys changed under the count %d times in a row", j.part, j.plans)
+			}
+		}
+		if err != nil {
+			return nil, err
+		}
 		total.Add(n)
-		return nil, err
+		return nil, nil
 	})
 	if err != nil {
 		return 0, err
@@ -85,18 +115,25 @@ func (e *Engine) countActive(ctx context.Context, group, op string, periods []st
 	return total.Load(), nil
 }
 
-// countJob is a partition to plan (script nil), or one of the count
-// scripts its plan makes: act_count's key count, keys and arguments.
+// countJob is a partition's units to plan (script nil; units nil for the
+// whole partition), or one of the count scripts a plan makes: act_count's
+// key count, keys and arguments, the units it counts, and its estimated
+// server time in µs.
 type countJob struct {
 	part   int
 	script []any
+	units  []trieNode
+	cost   int
+	plans  int // how many times these units were planned
 }
 
 // planPart reads one partition's tries in the periods and returns the
-// scripts that count it: the tries are aligned into units (the children of
-// the nodes split in every period, each covering the same range of h in
-// every period), packed into scripts of at most activeBudget each.
-func (e *Engine) planPart(ctx context.Context, obj object, op string, part int, periods []string) ([]countJob, error) {
+// scripts that count the ids under roots (nil: the whole partition): the
+// tries are aligned into units (the children of the nodes split in every
+// period, each covering the same range of h in every period), divided
+// further where one would take a script past activeBudget, and packed
+// into scripts of at most activeBudget each.
+func (e *Engine) planPart(ctx context.Context, obj object, op string, part int, periods []string, roots []trieNode, plans int) ([]countJob, error) {
 	prefix := obj.partPrefix(part)
 	args := make([]any, 0, 1+len(periods))
 	args = append(args, len(periods))
@@ -107,7 +144,7 @@ func (e *Engine) planPart(ctx context.Context, obj object, op string, part int, 
 	if err != nil {
 		return nil, err
 	}
-	plan := countPlan{op: op, part: part, prefix: prefix}
+	plan := countPlan{op: op, part: part, prefix: prefix, plans: plans + 1}
 	for i, r := range reply {
 		fields, ok := r.([]any)
 		if !ok { // no directory: the period has no id here
@@ -126,7 +163,12 @@ func (e *Engine) planPart(ctx context.Context, obj object, op string, part int, 
 	if len(plan.tries) == 0 {
 		return nil, nil
 	}
-	plan.walk(trieNode{4, uint64(part)})
+	if roots == nil {
+		roots = []trieNode{{4, uint64(part)}}
+	}
+	for _, n := range roots {
+		plan.walk(n)
+	}
 	plan.flush()
 	return plan.jobs, nil
 }
@@ -195,12 +237,14 @@ func (t trie) paths(dense []string) error {
 	return nil
 }
 
-// unitPart is one period's share of a unit: buckets' keys, and dense
-// shards' bitmaps with their nodes.
+// unitPart is one period's share of a unit: buckets' keys, buckets above
+// the unit whose members are filtered to its range, and dense shards'
+// bitmaps with their nodes (a shard above the unit is counted in its range).
 type unitPart struct {
-	buckets []string
-	bitmaps []string
-	dense   []trieNode
+	buckets  []string
+	filtered []string
+	bitmaps  []string
+	dense    []trieNode
 }
 
 // countPlan packs a partition's units into act_count scripts of at most
@@ -208,63 +252,97 @@ type unitPart struct {
 type countPlan struct {
 	op, prefix string
 	part       int
+	plans      int
 	tries      []trie   // the periods with a directory here
 	periods    []string // their names
 	jobs       []countJob
 	keys, argv []any // the script being packed
+	units      []trieNode
 	cost       int
 }
 
 // walk adds the units under n: n's children if n is split in every period,
-// else n itself.
+// else n itself, or its children again while n would take a script past
+// activeBudget and some period splits it (the periods whose leaf holds n
+// then count that leaf in each child's range).
 func (c *countPlan) walk(n trieNode) {
-	all := n.d < 64
+	all, some := n.d < 64, false
 	for _, t := range c.tries {
 		all = all && t.split[n]
+		some = some || t.split[n]
 	}
-	if all {
-		for _, ch := range n.children() {
-			c.walk(ch)
+	if !all {
+		unit := make([]unitPart, len(c.tries))
+		for i, t := range c.tries {
+			t.collect(n, c.prefix, c.periods[i], &unit[i])
 		}
-		return
+		cost := c.costOf(unit)
+		if cost == 0 {
+			return
+		}
+		if cost <= activeBudget || !some || n.d == 64 {
+			c.add(n, unit, cost)
+			return
+		}
 	}
-	unit := make([]unitPart, len(c.tries))
-	for i, t := range c.tries {
-		t.collect(n, c.prefix, c.periods[i], &unit[i])
+	for _, ch := range n.children() {
+		c.walk(ch)
 	}
-	c.add(unit)
 }
 
-// add packs one unit into the script being packed, after flushing it if
-// the unit would take it past the budget.
-func (c *countPlan) add(unit []unitPart) {
+// costOf is a unit's estimated server time in µs, 0 if it has nothing to
+// count (no id in any period, or for AND in one).
+func (c *countPlan) costOf(unit []unitPart) int {
 	cost, mixed, used := 0, false, 0
 	for _, u := range unit {
-		if len(u.buckets)+len(u.bitmaps) == 0 && c.op == "AND" {
-			return // empty in one period: nothing in all
+		n := len(u.buckets) + len(u.filtered) + len(u.bitmaps)
+		if n == 0 && c.op == "AND" {
+			return 0 // empty in one period: nothing in all
 		}
-		cost += activeBucketCost*len(u.buckets) + activeBitmapCost*len(u.bitmaps)
+		cost += activeBucketCost*len(u.buckets) + activeFilterCost*len(u.filtered) + activeBitmapCost*len(u.bitmaps)
 		mixed = mixed || len(u.bitmaps) > 0
-		used += len(u.buckets) + len(u.bitmaps)
+		used += n
 	}
 	if used == 0 { // empty in every period
-		return
+		return 0
 	}
 	if mixed {
 		for _, u := range unit {
-			cost += activeMixedCost * len(u.buckets)
+			cost += activeMixedCost * (len(u.buckets) + len(u.filtered))
 		}
 	}
+	return max(cost, 1)
+}
+
+// add packs unit n into the script being packed, after flushing it if the
+// unit would take it past the budget.
+func (c *countPlan) add(n trieNode, unit []unitPart, cost int) {
 	if c.cost > 0 && (c.cost+cost > activeBudget || len(c.keys) > 1000) {
 		c.flush()
 	}
 	if c.cost == 0 {
 		c.keys, c.argv = []any{0, c.prefix + "~"}, []any{c.op}
 	}
+	ranged := false
+	for _, u := range unit {
+		ranged = ranged || len(u.filtered) > 0 || n.d > 41 && len(u.bitmaps) > 0
+	}
+	if ranged { // the unit's range: its least and greatest members, and its bits in its shard
+		low := n.p << (64 - n.d)
+		high := low | (1<<(64-n.d) - 1)
+		from, size := uint64(0), uint64(0)
+		if n.d > 41 {
+			from, size = low&(1<<23-1), 1<<(64-n.d)
+		}
+		c.argv = append(c.argv, "r", int64(low^1<<63), int64(high^1<<63), from, size)
+	}
 	c.argv = append(c.argv, len(unit))
 	for _, u := range unit {
-		c.argv = append(c.argv, len(u.buckets), len(u.bitmaps))
+		c.argv = append(c.argv, len(u.buckets), len(u.filtered), len(u.bitmaps))
 		for _, k := range u.buckets {
+			c.keys = append(c.keys, k)
+		}
+		for _, k := range u.filtered {
 			c.keys = append(c.keys, k)
 		}
 		for j, k := range u.bitmaps {
@@ -272,7 +350,8 @@ func (c *countPlan) add(unit []unitPart) {
 			c.argv = append(c.argv, u.dense[j].base())
 		}
 	}
-	c.cost += max(cost, 1)
+	c.units = append(c.units, n)
+	c.cost += cost
 }
 
 // flush ends the script being packed.
@@ -281,13 +360,31 @@ func (c *countPlan) flush() {
 		return
 	}
 	c.keys[0] = len(c.keys) - 1
-	c.jobs = append(c.jobs, countJob{part: c.part, script: append(c.keys, c.argv...)})
-	c.keys, c.argv, c.cost = nil, nil, 0
+	c.jobs = append(c.jobs, countJob{part: c.part, script: append(c.keys, c.argv...), units: c.units, cost: c.cost, plans: c.plans})
+	c.keys, c.argv, c.units, c.cost = nil, nil, nil, 0
 }
 
 // collect adds to u the keys of the period's trie under n: a dense shard's
-// bitmap, the buckets under a split trieNode, or n's bucket.
+// bitmap, the buckets under a split trieNode, or n's bucket; or, where n
+// lies under one of the trie's leaves (a plan of a unit that a mark has
+// changed since, or a unit divided for the budget), that leaf: a dense
+// shard, or a bucket to filter.
 func (t trie) collect(n trieNode, prefix, period string, u *unitPart) {
+	if n.d > 4 && !t.split[trieNode{n.d - 1, n.p >> 1}] {
+		a := trieNode{4, n.p >> (n.d - 4)}
+		for a.d < n.d && t.split[a] {
+			a = trieNode{a.d + 1, n.p >> (n.d - a.d - 1)}
+		}
+		switch {
+		case t.dense[a]:
+			u.bitmaps = append(u.bitmaps, leafKey(prefix, a, period))
+			u.dense = append(u.dense, a)
+		case t.empty[a]:
+		default:
+			u.filtered = append(u.filtered, leafKey(prefix, a, period))
+		}
+		return
+	}
 	switch {
 	case t.dense[n]:
 		u.bitmaps = append(u.bitmaps, leafKey(prefix, n, period))

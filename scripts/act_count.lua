@@ -3,13 +3,20 @@
 -- each period a unit is some buckets (sets of members) and some dense
 -- shards (bitmaps), which together cover exactly the unit's range.
 -- KEYS[1] the partition's scratch prefix (scratch keys are KEYS[1] .. n,
---   'x' and 'u', deleted before the script returns), KEYS[2..] the units' buckets and
---   bitmaps, in the order ARGV describes them
+--   'x' and 'u', deleted before the script returns), KEYS[2..] the units' buckets,
+--   filtered buckets and bitmaps, in the order ARGV describes them
 -- ARGV[1] 'OR' or 'AND'
--- ARGV[2..] for each unit: the number of periods, then for each period:
---   its number of buckets, its number of bitmaps, and each bitmap's base
---   (the member of its shard's offset 0)
--- reply: the units' total count.
+-- ARGV[2..] for each unit: for a unit that lies under a leaf of some
+--   period's trie, 'r', its least and greatest members, and its first bit
+--   and its number of bits in its shard (0, 0 for a unit of whole shards);
+--   then the number of periods, then for each period: its number of
+--   buckets, of buckets above the unit (whose members outside the unit's
+--   range are not counted), of bitmaps (of a shard above the unit: only
+--   the unit's bits count), and each bitmap's base (the member of its
+--   shard's offset 0)
+-- reply: the units' total count, or -1 when a planned key is gone (a mark
+--   split a bucket or made a shard dense since the plan: nothing is
+--   counted, and the engine plans the units again).
 -- (libraries)
 local op = ARGV[1]
 local made = {}
@@ -62,17 +69,70 @@ local function union(keys)
   return s
 end
 
--- bitcount counts the OR or AND of bitmaps, 16 at a time as v3 did.
-local function bitcount(keys)
-  if #keys == 1 then
-    return redis.call('BITCOUNT', keys[1])
+-- bitcount counts the OR or AND of bitmaps, 16 at a time as v3 did, in
+-- the unit's bits of its shard if it has a range below a shard.
+local function bitcount(keys, rng)
+  local s = keys[1]
+  if #keys > 1 then
+    s = scratch()
+    redis.call('BITOP', op, s, unpack(keys, 1, math.min(16, #keys)))
+    for i = 17, #keys, 15 do
+      redis.call('BITOP', op, s, s, unpack(keys, i, math.min(i + 14, #keys)))
+    end
+  end
+  if not rng or rng.size == 0 then
+    return redis.call('BITCOUNT', s)
+  end
+  if rng.size >= 8 then
+    return redis.call('BITCOUNT', s, act_int(rng.from / 8), act_int((rng.from + rng.size) / 8 - 1))
+  end
+  local n = 0
+  for o = rng.from, rng.from + rng.size - 1 do
+    n = n + redis.call('GETBIT', s, o)
+  end
+  return n
+end
+
+-- below is whether member a is less than member b (signed decimal
+-- strings, exactly: two 10-digit halves where the lengths are equal).
+local function below(a, b)
+  local na, nb = string.byte(a) == 45, string.byte(b) == 45
+  if na ~= nb then
+    return na
+  end
+  if na then -- (two statements: gopher-lua, miniredis's Lua, assigns a
+    -- before it reads it for b)
+    local neg = a
+    a = string.sub(b, 2)
+    b = string.sub(neg, 2)
+  end
+  if #a ~= #b then
+    return #a < #b
+  end
+  local x, y = tonumber(string.sub(a, 1, 10)), tonumber(string.sub(b, 1, 10))
+  if x ~= y or #a <= 10 then
+    return x < y
+  end
+  return tonumber(string.sub(a, 11)) < tonumber(string.sub(b, 11))
+end
+
+-- filter stores in a scratch set the members of a bucket above the unit
+-- that lie in its range, and returns the set (nil: none).
+local function filter(key, rng)
+  local kept = {}
+  for _, m in ipairs(redis.call('SMEMBERS', key)) do
+    if not below(m, rng.low) and not below(rng.high, m) then
+      kept[#kept + 1] = m
+    end
+  end
+  if #kept == 0 then
+    return nil
   end
   local s = scratch()
-  redis.call('BITOP', op, s, unpack(keys, 1, math.min(16, #keys)))
-  for i = 17, #keys, 15 do
-    redis.call('BITOP', op, s, s, unpack(keys, i, math.min(i + 14, #keys)))
+  for j = 1, #kept, 4000 do
+    redis.call('SADD', s, unpack(kept, j, math.min(j + 3999, #kept)))
   end
-  return redis.call('BITCOUNT', s)
+  return s
 end
 
 -- orKeys are the OR's two scratch keys, made at its first union of two
@@ -114,7 +174,7 @@ end
 -- mixed counts a unit with dense shards in some period: every bucket's
 -- members are sorted into the shards' ranges (a bitmap each) and the rest
 -- (a set).
-local function mixed(periods)
+local function mixed(periods, rng)
   local shards, order = {}, {}
   for _, p in ipairs(periods) do
     for j, base in ipairs(p.base) do
@@ -176,7 +236,7 @@ local function mixed(periods)
           keys[#keys + 1] = k
         end
       end
-      n = n + bitcount(keys)
+      n = n + bitcount(keys, rng)
     end
     return n
   end
@@ -204,35 +264,51 @@ local function mixed(periods)
       end
     end
     if keys then
-      n = n + bitcount(keys)
+      n = n + bitcount(keys, rng)
     end
   end
   return n
 end
 
--- count adds up the units ARGV describes.
+-- count adds up the units ARGV describes, or returns -1 if a planned key
+-- is gone.
 local function count()
+  for i = 2, #KEYS, 4000 do
+    local last = math.min(i + 3999, #KEYS)
+    if redis.call('EXISTS', unpack(KEYS, i, last)) ~= last - i + 1 then
+      return -1
+    end
+  end
   local total, ki, ai = 0, 2, 2
   while ai <= #ARGV do
-    local periods, anyb, anyd = {}, false, false
+    local rng
+    if ARGV[ai] == 'r' then
+      rng = {low = ARGV[ai + 1], high = ARGV[ai + 2], from = tonumber(ARGV[ai + 3]), size = tonumber(ARGV[ai + 4])}
+      ai = ai + 5
+    end
+    local periods, anyd = {}, false
     for i = 1, tonumber(ARGV[ai]) do
-      local nb, nd = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2])
-      ai = ai + 2
+      local nb, nf, nd = tonumber(ARGV[ai + 1]), tonumber(ARGV[ai + 2]), tonumber(ARGV[ai + 3])
+      ai = ai + 3
       local p = {b = {}, d = {}, base = {}}
       for j = 1, nb do
         p.b[j], ki = KEYS[ki], ki + 1
       end
+      for _ = 1, nf do
+        p.b[#p.b + 1] = filter(KEYS[ki], rng)
+        ki = ki + 1
+      end
       for j = 1, nd do
         p.d[j], p.base[j], ki, ai = KEYS[ki], ARGV[ai + 1], ki + 1, ai + 1
       end
-      anyb, anyd = anyb or nb > 0, anyd or nd > 0
+      anyd = anyd or nd > 0
       periods[i] = p
     end
     ai = ai + 1
     if not anyd then
       total = total + sparse(periods)
     else
-      total = total + mixed(periods)
+      total = total + mixed(periods, rng)
     end
     if #made > 0 then
       redis.call('DEL', unpack(made))
@@ -245,8 +321,9 @@ local function count()
   return total
 end
 
--- A command that fails (a key of the wrong type) ends the count with its
--- error, and no scratch key stays.
+-- A command that fails (a key of the wrong type: a planned bucket that a
+-- mark made a dense shard's bitmap since, or a key that is not
+-- activity's) ends the count with its error, and no scratch key stays.
 local ok, res = pcall(count)
 for _, keys in ipairs({made, orKeys or {}}) do
   if #keys > 0 then

@@ -58,11 +58,13 @@ const activeBatch = 10_000
 
 // shardRef is what an engine remembers of a group's period: partition n
 // is in its index (refIndexed), shard n is a bitmap (refDense), or v3's
-// key of shard n is guarded (refGuarded).
+// key of shard n is guarded (refGuarded) in the period's instance that
+// ends at deadline (a period that ended and started anew has another).
 type shardRef struct {
 	group, period string
 	n             int64
 	kind          refKind
+	deadline      int64
 }
 
 type refKind uint8
@@ -231,7 +233,7 @@ func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64)
 		return err
 	}
 	pl := placeOf(id)
-	if ref := (shardRef{group, period, pl.shard, refDense}); e.remembers(ref) {
+	if ref := (shardRef{group, period, pl.shard, refDense, 0}); e.remembers(ref) {
 		key := leafKey(obj.partPrefix(pl.part()), nodeOf(pl.h, 41), period)
 		n, err := redis.Int64(e.eval(ctx, obj, scriptBitsMark, key, -1, pl.offset))
 		if err != nil || n >= 0 {
@@ -270,7 +272,7 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 	var jobs, fresh []int64 // jobs: a partition p as -1-p, a dense shard as itself
 	for _, id := range ids {
 		pl := placeOf(id)
-		if e.remembers(shardRef{group, period, pl.shard, refDense}) {
+		if e.remembers(shardRef{group, period, pl.shard, refDense, 0}) {
 			if dense[pl.shard] == nil {
 				jobs = append(jobs, pl.shard)
 			}
@@ -280,7 +282,7 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 		p := int64(pl.part())
 		if parts[p] == nil {
 			jobs = append(jobs, -1-p)
-			if !e.remembers(shardRef{group, period, p, refIndexed}) {
+			if !e.remembers(shardRef{group, period, p, refIndexed, 0}) {
 				fresh = append(fresh, p)
 			}
 		}
@@ -315,7 +317,7 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 // created, so that one that is gone (its period ended, its index was lost)
 // is indexed again before it is made anew.
 func (e *Engine) markPart(ctx context.Context, obj object, period string, part int, places []place, deadline int64) error {
-	if deadline < 0 && !e.remembers(shardRef{obj.name, period, int64(part), refIndexed}) {
+	if deadline < 0 && !e.remembers(shardRef{obj.name, period, int64(part), refIndexed, 0}) {
 		d, err := e.indexParts(ctx, obj, period, int64(part))
 		if err != nil {
 			return err
@@ -344,7 +346,7 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 			return err
 		}
 		for _, i := range reply[1:] {
-			e.remember(shardRef{obj.name, period, batch[i-1].shard, refDense})
+			e.remember(shardRef{obj.name, period, batch[i-1].shard, refDense, 0})
 		}
 		if err := e.guardV3(ctx, obj, period, reply[0], batch, reply[1:]); err != nil {
 			return err
@@ -361,12 +363,12 @@ const activeGuardShards = 1 << 12
 // guardV3 makes v3's key of the places' shards below activeGuardShards, and
 // of the dense ones (positions in places, from 1), a hash (act_guard), so
 // that a v3 engine's IsActive there fails with WRONGTYPE: once per engine,
-// period and shard. v3's other calls read the period's index first, which
+// period's instance (its deadline) and shard. v3's other calls read the period's index first, which
 // fails them.
 func (e *Engine) guardV3(ctx context.Context, obj object, period string, deadline int64, places []place, dense []int64) error {
 	var shards []int64
 	add := func(s int64) {
-		if !slices.Contains(shards, s) && !e.remembers(shardRef{obj.name, period, s, refGuarded}) {
+		if !slices.Contains(shards, s) && !e.remembers(shardRef{obj.name, period, s, refGuarded, deadline}) {
 			shards = append(shards, s)
 		}
 	}
@@ -384,7 +386,7 @@ func (e *Engine) guardV3(ctx context.Context, obj object, period string, deadlin
 		if _, err := e.eval(ctx, obj, scriptActGuard, obj.v3ShardKey(s, period), deadline); err != nil {
 			return err
 		}
-		e.remember(shardRef{obj.name, period, s, refGuarded})
+		e.remember(shardRef{obj.name, period, s, refGuarded, deadline})
 	}
 	return nil
 }
@@ -427,7 +429,7 @@ func (e *Engine) markDense(ctx context.Context, obj object, period string, place
 	if err != nil || n >= 0 {
 		return err
 	}
-	e.forget(shardRef{obj.name, period, pl.shard, refDense})
+	e.forget(shardRef{obj.name, period, pl.shard, refDense, 0})
 	return e.markPart(ctx, obj, period, pl.part(), places, -1)
 }
 
@@ -445,7 +447,7 @@ func (e *Engine) indexParts(ctx context.Context, obj object, period string, part
 		return 0, err
 	}
 	for _, p := range parts {
-		e.remember(shardRef{obj.name, period, p, refIndexed})
+		e.remember(shardRef{obj.name, period, p, refIndexed, 0})
 	}
 	return deadline, nil
 }

@@ -439,7 +439,7 @@ func TestActivityReindexes(t *testing.T) {
 		if err := e.MarkActiveMany(ctx, "re", "p", dense...); err != nil {
 			t.Fatal(err)
 		}
-		if !e.remembers(shardRef{"re", "p", 0, refDense}) {
+		if !e.remembers(shardRef{"re", "p", 0, refDense, 0}) {
 			t.Fatal("shard 0 is dense, the engine does not know")
 		}
 		for _, k := range s.Keys(t) {
@@ -462,7 +462,7 @@ func TestActivityReindexes(t *testing.T) {
 func TestActivityIndexMemory(t *testing.T) {
 	e := engine(testserver.Mini(t))
 	for i := 0; i < activeIndexMemory+100; i++ {
-		e.remember(shardRef{"mem", "p", int64(i), []refKind{refDense, refIndexed}[i%2]})
+		e.remember(shardRef{"mem", "p", int64(i), []refKind{refDense, refIndexed}[i%2], 0})
 	}
 	if n := len(e.indexed); n != activeIndexMemory {
 		t.Errorf("%d remembered, want the bound %d", n, activeIndexMemory)
@@ -662,6 +662,42 @@ func TestActivityV3Meets(t *testing.T) {
 	})
 }
 
+// A period that ended and started anew has v3's keys guarded again, by an
+// engine that guarded them in the period's first instance: the guard it
+// remembers is the instance's (its deadline). Here the first instance ends
+// by deletion, as if its TTL had run out. (Before, the engine remembered
+// the guard by period alone and made none: v3's IsActive answered false
+// beside v4's ids, and v3's mark wrote a bitmap there.)
+func TestActivityGuardsAPeriodStartedAnew(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s, WithActivityTTL(time.Minute))
+		const id = 42 // shard 0: guarded from its first mark
+		v3Says := func() error {
+			_, err := (v3{e}).isActive(ctx, "anew", "p", id)
+			return err
+		}
+		if err := e.MarkActive(ctx, "anew", "p", id); err != nil {
+			t.Fatal(err)
+		}
+		if err := v3Says(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("v3's IsActive in the first instance: %v; want WRONGTYPE", err)
+		}
+		for _, k := range s.Keys(t) {
+			if strings.Contains(k, "anew") {
+				s.Must(t, "DEL", k)
+			}
+		}
+		time.Sleep(5 * time.Millisecond) // the next instance's deadline is another
+		if err := e.MarkActive(ctx, "anew", "p", id); err != nil {
+			t.Fatal(err)
+		}
+		if err := v3Says(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("v3's IsActive in the period's next instance: %v; want WRONGTYPE", err)
+		}
+	})
+}
+
 // The scripts that make a shard dense make it whole: their last bit is the
 // engine's last offset in a shard.
 func TestActivityShardSizeInScripts(t *testing.T) {
@@ -811,7 +847,7 @@ func TestActivityDenseShardOfAnEndedPeriod(t *testing.T) {
 			if err := e.MarkActiveMany(ctx, "st", "monday", xs[:8]...); err != nil {
 				t.Fatal(err)
 			}
-			if !e.remembers(shardRef{"st", "monday", x, refDense}) {
+			if !e.remembers(shardRef{"st", "monday", x, refDense, 0}) {
 				t.Fatalf("shard %d not dense after 8 marks", x)
 			}
 		}

@@ -519,7 +519,7 @@ func fillSeedDays(b *testing.B, newEngine func() (*Engine, func(cmd string, args
 		}
 		for _, s := range shards {
 			pl := placeOf(s * activeShardIDs)
-			if !e.remembers(shardRef{group, period, s, refDense}) {
+			if !e.remembers(shardRef{group, period, s, refDense, 0}) {
 				b.Fatalf("shard %d of %s not dense after %d marks", s, period, activeDenseIDs.Load())
 			}
 			key := leafKey(e.group(group).partPrefix(pl.part()), nodeOf(pl.h, 41), period)

@@ -698,6 +698,35 @@ func TestActivityGuardsAPeriodStartedAnew(t *testing.T) {
 	})
 }
 
+// A partition's first mark in a period that meets a key of another type
+// where its first bucket goes fails with WRONGTYPE and leaves no directory
+// (an orphan without a TTL when the group has none). (Before, the script
+// wrote the directory, then failed.)
+func TestActivityFirstMarkOnAForeignKey(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		obj, err := e.object(kindActivity, "fk")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const id = 1 << 40
+		part := placeOf(id).part()
+		prefix := obj.partPrefix(part)
+		s.Must(t, "SET", leafKey(prefix, trieNode{4, uint64(part)}, "p"), "not activity's")
+		for name, mark := range map[string]func() error{
+			"MarkActive":     func() error { return e.MarkActive(ctx, "fk", "p", id) },
+			"MarkActiveMany": func() error { return e.MarkActiveMany(ctx, "fk", "p", id, id+1) },
+		} {
+			if err := mark(); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Errorf("%s: %v; want WRONGTYPE", name, err)
+			}
+			if n := s.Must(t, "EXISTS", dirKey(prefix, "p")); n != int64(0) {
+				t.Errorf("%s: the directory was written (EXISTS %v)", name, n)
+			}
+		}
+	})
+}
+
 // The scripts that make a shard dense make it whole: their last bit is the
 // engine's last offset in a shard.
 func TestActivityShardSizeInScripts(t *testing.T) {

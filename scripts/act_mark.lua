@@ -14,7 +14,10 @@
 -- reply: {-1} if the directory was absent and ARGV[1] is -1 or a deadline
 --   passed (nothing written: the caller indexes the period again); else {deadline, i...}: the period's deadline (ms since the
 --   epoch, 0 for none), then the positions (1-based) of ids whose shard is
---   dense, one a shard.
+--   dense, one a shard. A key of another type where an id goes fails the
+--   script with WRONGTYPE: nothing is written when the directory was
+--   absent (the partition's first bucket is checked first); in a
+--   directory that exists, the ids before it stay marked.
 --
 -- Every key the period makes here expires at the deadline that the
 -- directory keeps ('t'), never later. A bucket's split and a shard's
@@ -29,6 +32,12 @@ if not deadline then
   local t = redis.call('TIME')
   if ARGV[1] == '-1' or ARGV[1] ~= '0' and tonumber(ARGV[1]) <= t[1] * 1000 + math.floor(t[2] / 1000) then
     return {-1} -- a directory made past its deadline would be deleted at once, and its keys kept
+  end
+  -- Every id here starts in the partition's first bucket: a key of
+  -- another type there fails the mark before it writes the directory.
+  local first = redis.pcall('SCARD', prefix .. act_node(4, tonumber(ARGV[4]), tonumber(ARGV[5])) .. sfx)
+  if type(first) == 'table' and first.err then
+    return first
   end
   deadline, counted = ARGV[1], true
   redis.call('HSET', dir, 't', deadline, 'b', 0)

@@ -43,10 +43,11 @@ func init() {
 	activeDenseIDs.Store(1 << 15)
 }
 
-// activeIndexMemory bounds how many (group, period, partition) indexed and
-// (group, period, shard) dense an engine remembers; past it, each new one
-// makes the engine forget another, whose next mark costs a round trip more
-// (indexed) or a few µs more (dense).
+// activeIndexMemory bounds how many (group, period, partition) indexed,
+// (group, period, shard) dense and (group, period's instance, shard) with
+// v3's key guarded an engine remembers; past it, each new one makes the
+// engine forget another, whose next mark costs a round trip more (indexed,
+// guarded) or a few µs more (dense).
 const activeIndexMemory = 1 << 14
 
 // activeParallel bounds how many scripts one count or MarkActiveMany runs

@@ -35,9 +35,10 @@ func WithRecentCapacity(n int) Option {
 	}
 }
 
-// WithActivityTTL makes a group's bitmap for a period expire d after the
-// period's first mark (0, the default: never). Every shard of the period
-// and the period's index expire together at that deadline, which later
+// WithActivityTTL makes a group's keys for a period expire d after the
+// period's first mark (0, the default: never). Every key of the period (its
+// buckets, dense shards' bitmaps, directories and index, and the guards of
+// v3's keys) expires at that one deadline, which later
 // marks do not move; the first mark decides it, whatever TTL engines that
 // mark the period later have. A negative d, or one under 1 ms, is
 // rejected: every call then returns ErrInvalid.

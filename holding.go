@@ -305,6 +305,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 		unanswered error // an earlier attempt's, sent and not answered: it may have released
 		last       error // the last attempt's failure
 		pause      time.Duration
+		within     = time.Until(deadline) // for the error, if it goes unanswered
 	)
 	for {
 		out, err := h.e.call(ctx, h.ops.release, args, false, time.Until(deadline))
@@ -340,7 +341,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 			pause = 0
 		}
 		if pause == 0 || !time.Now().Before(deadline) {
-			return false, h.unanswered(caller, err, last, deadline)
+			return false, h.unanswered(caller, err, last, within)
 		}
 		last = err
 		time.Sleep(min(pause, time.Until(deadline)))
@@ -370,11 +371,11 @@ func (h *holding) lapse() (stop func() bool) {
 	}).Stop
 }
 
-// unanswered is the error of a release that got no answer: err, the last
-// attempt's, naming the failure before it (last) when err is only the
-// release's own deadline; context.DeadlineExceeded only if the caller's
-// ctx ended.
-func (h *holding) unanswered(caller context.Context, err, last error, deadline time.Time) error {
+// unanswered is the error of a release that got no answer within its
+// time: err, the last attempt's, naming the failure before it (last) when
+// err is only the release's own deadline; context.DeadlineExceeded only if
+// the caller's ctx ended.
+func (h *holding) unanswered(caller context.Context, err, last error, within time.Duration) error {
 	if cerr := caller.Err(); cerr != nil {
 		if last != nil {
 			return h.obj.errorf("fence %d: gave up: %w (last attempt: %w)", h.fence, cerr, last)
@@ -383,10 +384,6 @@ func (h *holding) unanswered(caller context.Context, err, last error, deadline t
 	}
 	if !errors.Is(err, context.DeadlineExceeded) {
 		return h.obj.err(err)
-	}
-	within := ReleaseTimeout
-	if dl, ok := caller.Deadline(); ok && dl.Equal(deadline) {
-		within = time.Until(dl) // the caller's later deadline, not ReleaseTimeout
 	}
 	if last != nil {
 		return h.obj.errorf("fence %d: unanswered within %v: last attempt: %w", h.fence, within.Round(time.Millisecond), last)

@@ -363,3 +363,38 @@ func TestZeroHoldings(t *testing.T) {
 		}()
 	}
 }
+
+// deadlineOnly is a context whose deadline is dl but which is never done:
+// a caller's context whose timer has not fired yet when its deadline has
+// passed (the moment a release's last attempt times out).
+type deadlineOnly struct {
+	context.Context
+	dl time.Time
+}
+
+func (c deadlineOnly) Deadline() (time.Time, bool) { return c.dl, true }
+
+// A release that goes unanswered until the caller's deadline, later than
+// ReleaseTimeout, says how long it tried: the deadline's distance from the
+// release's start. (Before, it measured that distance at the end: "unanswered
+// within 0s".)
+func TestUnansweredReleaseSaysHowLong(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("the fault proxy, in front of one server")
+		}
+		testserver.Parallel(t) // it waits out a held-back release
+		ctx := ctxT(t)
+		proxy := startProxy(t, s.Addr, faults{holdOn: []byte(scriptLockRelease.Hash()), holdFor: 2 * time.Second})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
+		defer e.Close(ctx)
+		l, err := e.TryLock(ctx, "slow", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = l.Unlock(deadlineOnly{context.Background(), time.Now().Add(1500 * time.Millisecond)})
+		if err == nil || !strings.Contains(err.Error(), "unanswered within 1.5s") {
+			t.Errorf("Unlock = %v, want an error saying it went unanswered within 1.5s", err)
+		}
+	})
+}

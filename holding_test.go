@@ -398,3 +398,47 @@ func TestUnansweredReleaseSaysHowLong(t *testing.T) {
 		}
 	})
 }
+
+// At maxmemory with noeviction, Redis fails a script's first write that
+// may grow memory and lets the later ones run: a permit's extension, by
+// Extend and by the watchdog's batched renewal, writes PEXPIRE first, as a
+// lock's does, so that permits are kept where locks are. (Before, both
+// began with ZADD: Extend failed with OOM, and a watchdog's permit was
+// lost at its first lease's end.)
+func TestExtendAtMaxmemory(t *testing.T) {
+	r := testserver.PrivateRedis(t)
+	testserver.Parallel(t)
+	ctx := ctxT(t)
+	e := New(newPool(t, r.Addr()))
+	defer e.Close(ctx)
+	lock, err := e.TryLock(ctx, "l", LockOptions{TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	permit, err := e.TryAcquireSemaphore(ctx, "s", SemaphoreOptions{Limit: 2, TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept, err := e.TryAcquireSemaphore(ctx, "s", SemaphoreOptions{Limit: 2, TTL: 600 * time.Millisecond, Watchdog: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Do("CONFIG", "SET", "maxmemory", 1); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Do("CONFIG", "SET", "maxmemory", 0)
+	if _, err := r.Do("SET", "x", "y"); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("SET at maxmemory 1: %v, want OOM", err)
+	}
+	if err := lock.Extend(ctx, time.Minute); err != nil {
+		t.Errorf("a lock's Extend at maxmemory: %v", err)
+	}
+	if err := permit.Extend(ctx, time.Minute); err != nil {
+		t.Errorf("a permit's Extend at maxmemory: %v", err)
+	}
+	select {
+	case <-kept.Lost():
+		t.Errorf("a watchdog's permit lost at maxmemory: %v", kept.Extend(ctx, time.Minute))
+	case <-time.After(1500 * time.Millisecond): // 2.5 leases
+	}
+}

@@ -26,6 +26,10 @@ if deadline and rank and tonumber(deadline) > now then
   if tonumber(redis.call('GET', KEYS[8]) or 0) >= tonumber(ARGV[5]) then
     return 2
   end
+  -- PEXPIRE first, as lock_extend: at maxmemory (noeviction) Redis fails a
+  -- script's first write that may grow memory (ZADD, SET), and lets later
+  -- ones run once it has written; a permit is extended where a lock is.
+  redis.call('PEXPIRE', KEYS[8], ARGV[2])
   redis.call('ZADD', k.timeouts, now + tonumber(ARGV[2]), ARGV[1])
   redis.call('SET', KEYS[8], ARGV[5], 'PX', ARGV[2])
   return 1

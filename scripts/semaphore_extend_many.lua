@@ -23,6 +23,7 @@ return batch_each(#KEYS / 3, function(i)
   if (tonumber(redis.call('GET', KEYS[b])) or 0) >= num then -- a number not ours counts as none
     return 2
   end
+  redis.call('PEXPIRE', KEYS[b], ARGV[1]) -- first: at maxmemory, as semaphore_extend
   redis.call('ZADD', KEYS[b - 2], now + ttl, id)
   redis.call('SET', KEYS[b], seq, 'PX', ARGV[1])
   return 1

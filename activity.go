@@ -562,7 +562,7 @@ func eachJob[J any](ctx context.Context, e *Engine, obj object, jobs []J, f func
 			more, err := f(ctx, j)
 			mu.Lock()
 			running--
-			queue = append(queue, more...)
+			queue = append(more, queue...) // first: a plan's scripts run soon after it read the tries
 			if err != nil && first == nil {
 				first = err
 				cancel()

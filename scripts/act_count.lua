@@ -116,13 +116,39 @@ local function below(a, b)
   return tonumber(string.sub(a, 11)) < tonumber(string.sub(b, 11))
 end
 
+-- members caches a bucket's members for the script, each beside its
+-- value as a number (exact to ±1,024 near ±2^63): a bucket above a unit
+-- divided in parts is read once for all the parts in the script.
+local cache = {}
+local function members(key)
+  local got = cache[key]
+  if not got then
+    got = {}
+    for i, m in ipairs(redis.call('SMEMBERS', key)) do
+      got[i] = {m, tonumber(m)}
+    end
+    cache[key] = got
+  end
+  return got
+end
+
 -- filter stores in a scratch set the members of a bucket above the unit
--- that lie in its range, and returns the set (nil: none).
+-- that lie in its range, and returns the set (nil: none). Numbers decide
+-- where they are more than 4,096 apart (two roundings of at most 1,024);
+-- below decides the rest.
 local function filter(key, rng)
   local kept = {}
-  for _, m in ipairs(redis.call('SMEMBERS', key)) do
-    if not below(m, rng.low) and not below(rng.high, m) then
-      kept[#kept + 1] = m
+  for _, e in ipairs(members(key)) do
+    local n, inside = e[2], nil
+    if n > rng.lowN + 4096 and n < rng.highN - 4096 then
+      inside = true
+    elseif n < rng.lowN - 4096 or n > rng.highN + 4096 then
+      inside = false
+    else
+      inside = not below(e[1], rng.low) and not below(rng.high, e[1])
+    end
+    if inside then
+      kept[#kept + 1] = e[1]
     end
   end
   if #kept == 0 then
@@ -284,6 +310,7 @@ local function count()
     local rng
     if ARGV[ai] == 'r' then
       rng = {low = ARGV[ai + 1], high = ARGV[ai + 2], from = tonumber(ARGV[ai + 3]), size = tonumber(ARGV[ai + 4])}
+      rng.lowN, rng.highN = tonumber(rng.low), tonumber(rng.high)
       ai = ai + 5
     end
     local periods, anyd = {}, false

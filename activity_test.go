@@ -354,8 +354,8 @@ func TestActivityThresholds(t *testing.T) {
 			t.Fatal(err)
 		}
 		check(len(ids), true)
-		if n := splits(); n != 40-4+1 { // the path from the partition's root to the shard, 4..40
-			t.Errorf("dense: %d split nodes, want the shard's path only (37)", n)
+		if n := splits(); n != 0 { // a compact directory: its trie is the shard's path
+			t.Errorf("dense: %d split nodes, want none (the directory holds no bucket)", n)
 		}
 		checkBucketCounts(t, s)
 		if ks := s.Keys(t); len(ks) != 4 { // the index, the directory, the bitmap, v3's key of the shard
@@ -899,5 +899,86 @@ func TestActivityDenseShardOfAnEndedPeriod(t *testing.T) {
 		if n, err := other.CountActive(ctx, "st", "monday"); n != 69 || err != nil {
 			t.Errorf("CountActive = %d, %v; want 69 (5 of one shard, 64 of the other)", n, err)
 		}
+	})
+}
+
+// A directory whose ids all lie in dense shards keeps no split node (its
+// trie is the shards' paths, as counts read it), and is made whole again
+// when a bucket joins it: marks, IsActive and counts agree with the
+// oracle at each step, with the shards of one partition dense, then a
+// sparse id beside them, then that id's shard dense too. (Before, a dense
+// shard's path, 37 split nodes, stayed in the directory: 8.2 KB of a dense
+// day's 12.59 MB.)
+func TestActivityCompactDirectory(t *testing.T) {
+	smallTries(t, 4, 32)
+	var shards []int64 // three shards of one partition
+	part := placeOf(0).part()
+	for s := int64(0); len(shards) < 3; s++ {
+		if placeOf(s*activeShardIDs).part() == part {
+			shards = append(shards, s)
+		}
+	}
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		o := activeOracle{}
+		fields := func() (split, all int) {
+			for k, v := range dirOf(s, "cd", "p", shards[0]*activeShardIDs) {
+				all++
+				if strings.HasPrefix(v, "s") || strings.HasPrefix(k, "c") {
+					split++
+				}
+			}
+			return split, all
+		}
+		check := func(step string, compact bool) {
+			t.Helper()
+			union, inter := o.counts([]string{"p", "q"})
+			if n, err := e.CountActive(ctx, "cd", "p", "q"); n != union || err != nil {
+				t.Errorf("%s: CountActive = %d, %v; want %d", step, n, err, union)
+			}
+			if n, err := e.CountActiveAll(ctx, "cd", "p", "q"); n != inter || err != nil {
+				t.Errorf("%s: CountActiveAll = %d, %v; want %d", step, n, err, inter)
+			}
+			for _, sh := range shards {
+				for _, off := range []int64{0, 1, 2, 40, 41, 1000} {
+					id := sh*activeShardIDs + off
+					if got, err := e.IsActive(ctx, "cd", "p", id); got != o["p"][id] || err != nil {
+						t.Errorf("%s: IsActive(%d) = %v, %v; want %v", step, id, got, err, o["p"][id])
+					}
+				}
+			}
+			if split, all := fields(); (split == 0) != compact {
+				t.Errorf("%s: %d split nodes and shard counts of %d fields; compact %v", step, split, all, compact)
+			}
+		}
+		mark := func(p string, ids ...int64) {
+			t.Helper()
+			o.mark(p, ids...)
+			if err := e.MarkActiveMany(ctx, "cd", p, ids...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		mark("q", shardIDs(shards[0], 0, 2, 30)...)
+		mark("q", shardIDs(shards[2], 1000, 1, 3)...)
+		mark("p", shardIDs(shards[0], 0, 1, 40)...)
+		check("one dense shard", true)
+		mark("p", shardIDs(shards[1], 0, 1, 40)...)
+		check("two", true)
+		if split, all := fields(); all != 5 { // t, b, D and the two shards
+			t.Errorf("two dense shards: %d fields (%d split), want 5", all, split)
+		}
+		if err := e.MarkActive(ctx, "cd", "p", shards[0]*activeShardIDs+41); err != nil { // in a dense shard
+			t.Fatal(err)
+		}
+		o.mark("p", shards[0]*activeShardIDs+41)
+		check("a mark in a dense shard", true)
+		if err := e.MarkActive(ctx, "cd", "p", shards[2]*activeShardIDs+1000); err != nil { // a bucket joins
+			t.Fatal(err)
+		}
+		o.mark("p", shards[2]*activeShardIDs+1000)
+		check("a sparse id", false)
+		mark("p", shardIDs(shards[2], 0, 1, 40)...)
+		check("three dense shards", true)
+		checkBucketCounts(t, s)
 	})
 }

@@ -5,7 +5,17 @@
 -- reply: 1 or 0.
 -- (libraries)
 local hi, lo = tonumber(ARGV[1]), tonumber(ARGV[2])
-local _, node, v = act_leaf(KEYS[1], hi, lo)
+local d, node, v = act_leaf(KEYS[1], hi, lo)
+if d == 4 and not v then -- the root: one bucket, or a compact directory
+  local got = redis.call('HMGET', KEYS[1], 'b', 'D')
+  if got[1] == '0' and got[2] then
+    node = act_node(41, hi, lo)
+    if not act_dense(got[2], node) then
+      return 0
+    end
+    v = 'd'
+  end
+end
 local key = KEYS[2] .. node .. string.sub(KEYS[1], #KEYS[2] + 1)
 if v == 'd' then
   return redis.call('GETBIT', key, lo % 8388608)

@@ -28,6 +28,11 @@ local sfx = string.sub(dir, #prefix + 1)
 local most, dense_at = tonumber(ARGV[2]), tonumber(ARGV[3])
 local got = redis.call('HMGET', dir, 't', 'b')
 local deadline, counted = got[1], got[2] ~= false
+-- compact: a compact directory's dense shards (lib/act.lua), else false
+local compact = false
+if got[2] == '0' then
+  compact = redis.call('HGET', dir, 'D') or false
+end
 if not deadline then
   local t = redis.call('TIME')
   if ARGV[1] == '-1' or ARGV[1] ~= '0' and tonumber(ARGV[1]) <= t[1] * 1000 + math.floor(t[2] / 1000) then
@@ -123,7 +128,8 @@ end
 
 -- densify makes the shard at node (depth 41) a bitmap of its ids: every
 -- bucket under it is read and deleted, with the split nodes below it, and
--- the shard joins the directory's list of dense shards ('D').
+-- the shard joins the directory's list of dense shards ('D'). A directory
+-- left with no bucket is made compact.
 local function densify(shard, hi, lo, resb)
   local offsets, stack = {}, {{41, math.floor(lo / SHARD)}}
   while #stack > 0 do
@@ -154,7 +160,12 @@ local function densify(shard, hi, lo, resb)
   redis.call('HSET', dir, shard, 'd')
   redis.call('HDEL', dir, 'c' .. shard)
   local all = redis.call('HGET', dir, 'D')
-  redis.call('HSET', dir, 'D', all and all .. ' ' .. shard or shard)
+  all = all and all .. ' ' .. shard or shard
+  redis.call('HSET', dir, 'D', all)
+  if counted and redis.call('HGET', dir, 'b') == '0' then -- dense shards alone
+    act_compact(dir)
+    compact = all
+  end
 end
 
 -- A batch comes sorted by h: the leaf of the id before is tried first.
@@ -162,11 +173,19 @@ local dense, seen, last = {tonumber(deadline)}, {}, nil
 for i = 4, #ARGV, 3 do
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
   local d, node, v
-  if last and act_node(last[1], hi, lo) == last[2] then
-    d, node, v = last[1], last[2], last[3]
+  if compact and act_dense(compact, act_node(41, hi, lo)) then
+    d, node, v = 41, act_node(41, hi, lo), 'd'
   else
-    d, node, v = act_leaf(dir, hi, lo)
-    last = {d, node, v}
+    if compact then -- a bucket joins: the trie is made whole first
+      act_unpack(dir, compact)
+      compact, last = false, nil
+    end
+    if last and act_node(last[1], hi, lo) == last[2] then
+      d, node, v = last[1], last[2], last[3]
+    else
+      d, node, v = act_leaf(dir, hi, lo)
+      last = {d, node, v}
+    end
   end
   local key = prefix .. node .. sfx
   local shard = d >= 41 and act_node(41, hi, lo)

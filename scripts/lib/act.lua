@@ -75,3 +75,58 @@ local function act_bits(m)
   end
   return 2147483648 - hi, 0
 end
+
+-- A directory that holds no bucket ('b' is 0) and some dense shards ('D')
+-- is kept compact: without split nodes, which are then the paths from the
+-- partition's root to the dense shards, as a count reads it (act_dirs).
+-- Its trie is made whole again (act_unpack) before a bucket joins it.
+
+-- act_compact deletes a directory's split nodes.
+local function act_compact(dir)
+  local all = redis.call('HGETALL', dir)
+  local split = {}
+  for i = 1, #all, 2 do
+    if string.byte(all[i + 1]) == 115 then -- 's', 's0', 's1'
+      split[#split + 1] = all[i]
+    end
+  end
+  if #split > 0 then
+    redis.call('HDEL', dir, unpack(split))
+  end
+end
+
+-- act_unpack writes a compact directory's split nodes: each dense shard's
+-- path from depth 4 to 40, 's' where two paths part, else 's0' or 's1'
+-- for the half that holds the path (the other is empty).
+local function act_unpack(dir, dense)
+  local halves, order = {}, {}
+  for name in string.gmatch(dense, '%S+') do
+    local hi, p = string.match(name, '^41%.(%d+)%.(%d+)$')
+    hi, p = tonumber(hi), tonumber(p)
+    local lo = p * 8388608 -- the shard's first h: p is lo's top 9 bits
+    for d = 4, 40 do
+      local node = act_node(d, hi, lo)
+      local c = d + 1 <= 32 and math.floor(hi / 2 ^ (31 - d)) % 2 or math.floor(lo / 2 ^ (63 - d)) % 2
+      if not halves[node] then
+        halves[node] = {}
+        order[#order + 1] = node
+      end
+      halves[node][c] = true
+    end
+  end
+  local args = {}
+  for _, node in ipairs(order) do
+    local h = halves[node]
+    args[#args + 1] = node
+    args[#args + 1] = (h[0] and h[1]) and 's' or (h[0] and 's0' or 's1')
+  end
+  for i = 1, #args, 4000 do
+    redis.call('HSET', dir, unpack(args, i, math.min(i + 3999, #args)))
+  end
+end
+
+-- act_dense says whether the shard node is among a compact directory's
+-- dense shards (dense: their nodes, separated by spaces).
+local function act_dense(dense, shard)
+  return string.find(' ' .. dense .. ' ', ' ' .. shard .. ' ', 1, true) ~= nil
+end

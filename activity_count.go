@@ -101,7 +101,7 @@ func (e *Engine) runCount(ctx context.Context, obj object, op string, periods []
 				return []countJob{{part: j.part, units: j.units, plans: j.plans}}, nil
 			}
 			if err == nil {
-				err = obj.errorf("partition %d: its keys changed under the count %d times in a row", j.part, j.plans)
+				err = obj.errorf("partition %d: a key the count planned to read was gone %d plans in a row (marks split its sets faster than it counts, or a key was evicted or deleted)", j.part, j.plans)
 			}
 		}
 		if err != nil {

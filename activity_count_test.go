@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
@@ -157,6 +158,30 @@ func TestActivityCountDividesABigUnit(t *testing.T) {
 			if n, err := e.CountActiveAll(ctx, "big", ps...); n != inter || err != nil {
 				t.Errorf("CountActiveAll(%q) = %d, %v; want %d", ps, n, err, inter)
 			}
+		}
+	})
+}
+
+// A count of a partition whose set was taken away (evicted, or deleted by
+// hand) fails, saying so, rather than counting it as empty: its scripts
+// find the key gone, and so do the plans after them.
+func TestActivityCountOfADeletedSet(t *testing.T) {
+	smallTries(t, 4, 1<<30)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		ids := idsInPart(rand.New(rand.NewPCG(3, 3)), 2, 40)
+		if err := e.MarkActiveMany(ctx, "gone", "p", ids...); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range s.Keys(t) {
+			if tag, rest, ok := strings.Cut(k, "}"); ok && strings.Contains(tag, "act:{gone:") && rest != "" && rest[0] >= '0' && rest[0] <= '9' {
+				s.Must(t, "DEL", k)
+				break
+			}
+		}
+		n, err := e.CountActive(ctx, "gone", "p")
+		if err == nil || !strings.Contains(err.Error(), "was gone 8 plans in a row") {
+			t.Errorf("CountActive with a set deleted = %d, %v; want an error saying a key was gone", n, err)
 		}
 	})
 }

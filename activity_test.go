@@ -982,3 +982,32 @@ func TestActivityCompactDirectory(t *testing.T) {
 		checkBucketCounts(t, s)
 	})
 }
+
+// A partition of hundreds of dense shards and no bucket is made compact
+// and whole again past what Lua's unpack takes at once (about 8,000
+// values: here up to 10,000 split nodes), as each shard in turn joins as a
+// bucket and turns dense. (Before, the mark that turned the 275th shard
+// dense failed with "too many results to unpack", and so did each after.)
+func TestActivityManyDenseShardsInAPartition(t *testing.T) {
+	smallTries(t, 4, 8)
+	var shards []int64
+	for s := int64(0); len(shards) < 280; s++ {
+		if placeOf(s*activeShardIDs).part() == 0 {
+			shards = append(shards, s)
+		}
+	}
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Mini != nil {
+			t.Skip("miniredis's Lua has no unpack limit; 280 shards take long there")
+		}
+		ctx, e := ctxT(t), engine(s)
+		for i, sh := range shards {
+			if err := e.MarkActiveMany(ctx, "many", "p", shardIDs(sh, 0, 1, 8)...); err != nil {
+				t.Fatalf("shard %d of the partition: %v", i+1, err)
+			}
+		}
+		if n, err := e.CountActive(ctx, "many", "p"); n != 8*int64(len(shards)) || err != nil {
+			t.Errorf("CountActive = %d, %v; want %d", n, err, 8*len(shards))
+		}
+	})
+}

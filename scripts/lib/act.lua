@@ -90,8 +90,8 @@ local function act_compact(dir)
       split[#split + 1] = all[i]
     end
   end
-  if #split > 0 then
-    redis.call('HDEL', dir, unpack(split))
+  for i = 1, #split, 4000 do -- unpack's stack holds about 8,000 values
+    redis.call('HDEL', dir, unpack(split, i, math.min(i + 3999, #split)))
   end
 end
 

@@ -562,7 +562,9 @@ func eachJob[J any](ctx context.Context, e *Engine, obj object, jobs []J, f func
 			more, err := f(ctx, j)
 			mu.Lock()
 			running--
-			queue = append(more, queue...) // first: a plan's scripts run soon after it read the tries
+			if len(more) > 0 { // first: a plan's scripts run soon after it read the tries
+				queue = append(more, queue...)
+			}
 			if err != nil && first == nil {
 				first = err
 				cancel()

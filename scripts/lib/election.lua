@@ -62,7 +62,10 @@ end
 -- candidate's token matches, so candidates queue behind it as behind a
 -- holder; past its deadline by the server's clock (TIME: a server that
 -- does not expire keys on its own lets it go too) it is deleted. The
--- counter starts now, from the clock, so the next attempt finds it.
+-- counter starts now, from the clock, so the next attempt finds it: it is
+-- kept the lease and the retention, since a counter that expired within
+-- the lease (a retention no longer than it) would make every attempt wait
+-- again, for ever.
 local function el_guard(lock, fence, lease, retention)
   local v = redis.call('GET', lock)
   if v then
@@ -75,5 +78,5 @@ local function el_guard(lock, fence, lease, retention)
   local _, err = counter_read(fence)
   if err or redis.call('EXISTS', fence) == 1 then return end
   redis.call('SET', lock, '- ' .. fmt(now_ms() + lease) .. ' 0', 'PX', lease)
-  redis.call('SET', fence, fmt(now_us()), 'PX', retention)
+  redis.call('SET', fence, fmt(now_us()), 'PX', tonumber(retention) + lease)
 end

@@ -221,21 +221,25 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 	e := m.e
 	r := request{ops: lockOps, ttl: o.TTL, watchdog: o.Watchdog}
 	hs := make([]*Lock, len(group))
-	keys := make([]any, 0, 4*len(group))
-	tokens := make([]any, 0, len(group))
+	n := len(group)
+	// The key count, each lock's lock, queue and abandon mark, the
+	// counters, then the arguments: the lease, the retention, the Owner and
+	// the tokens.
+	args := make([]any, 1+4*n+3+n)
+	args[0] = 4 * n
 	for j, i := range group {
 		hs[j] = &Lock{}
 		if err := e.prepare(ctx, &hs[j].holding, names[i], &r); err != nil {
 			return -1, false, err
 		}
 		a := &hs[j].acq
-		keys = append(keys, a.keys[0], a.keys[1], a.keys[2], a.keys[len(a.keys)-1])
-		tokens = append(tokens, a.tokenArg)
+		args[1+3*j], args[2+3*j], args[3+3*j] = a.keys[0], a.keys[2], a.keys[len(a.keys)-1]
+		args[1+3*n+j] = a.keys[1]
+		args[1+4*n+3+j] = a.tokenArg
 	}
-	lease := hs[0].acq.lease
-	args := append(append(keys, lease.Milliseconds(), e.retentionArg, o.Owner), tokens...)
+	args[1+4*n], args[2+4*n], args[3+4*n] = msArg(hs[0].acq.lease), e.retentionArg, o.Owner
 	sent := time.Now()
-	out, err := e.call(ctx, scriptLockAll, append([]any{len(keys)}, args...), e.replicas > 0, 0)
+	out, err := e.call(ctx, scriptLockAll, args, e.replicas > 0, 0)
 	if crossSlotErr(err) {
 		return -1, true, nil
 	}

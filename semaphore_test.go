@@ -3,7 +3,9 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -186,6 +188,37 @@ func TestSemaphoreStoredLimit(t *testing.T) {
 		s.Advance(150 * time.Millisecond)
 		if _, err := e.TryAcquireSemaphore(ctx, "lim", SemaphoreOptions{Limit: 4, TTL: time.Minute}); err != nil {
 			t.Errorf("Limit 4 after the last permit timed out: %v", err)
+		}
+	})
+}
+
+// A one try that finds no slot free says when the first live permit times
+// out, not one that timed out and was not purged yet (the refusal writes
+// nothing, so nothing purges it), and counts the live permits alone.
+func TestSemaphoreRefusalNamesTheFirstLiveDeadline(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		for i, ttl := range []time.Duration{100 * time.Millisecond, time.Minute, time.Minute} {
+			if _, err := e.TryAcquireSemaphore(ctx, "hint", SemaphoreOptions{Limit: 3, TTL: ttl}); err != nil {
+				t.Fatalf("permit %d: %v", i+1, err)
+			}
+		}
+		if err := e.SetSemaphoreLimit(ctx, "hint", 2); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(150 * time.Millisecond) // the first permit timed out: 2 live fill the limit 2
+		before := s.Snapshot(t)
+		_, err := e.TryAcquireSemaphore(ctx, "hint", SemaphoreOptions{Limit: 2})
+		m := regexp.MustCompile(`2 of 2 held, none free; the first permit times out in ([^:]+):`).FindStringSubmatch(fmt.Sprint(err))
+		var hint time.Duration
+		if m != nil {
+			hint, _ = time.ParseDuration(m[1])
+		}
+		if !errors.Is(err, ErrNotAcquired) || hint < 50*time.Second || hint > time.Minute {
+			t.Errorf("TryAcquireSemaphore: %v; want ErrNotAcquired saying 2 of 2 held and the first permit times out in 50 s to 1 min", err)
+		}
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("the refusal wrote: %v -> %v", before, after)
 		}
 	})
 }

@@ -30,9 +30,34 @@
 -- nothing runs between them. The clock is the server's, and a permit's
 -- score is its deadline, so permits may have different TTLs. A stored
 -- limit rules: a caller asking another one follows it.
+--
+-- A one try that finds no slot free comes first and alone, and writes
+-- nothing: the stored limit (no weight beyond one held), the live permits
+-- counted, the caller's own permit looked for (a handoff's pickup), the
+-- first live deadline and the queue read; the shared Lua after it is only
+-- defined when it is needed. Nobody queued can be admitted then either.
+-- A one try it does not refuse goes on with what it read: the limit, the
+-- clock, and the live permits, which is what the purge leaves.
+local now, raw, live
+if ARGV[2] == '0' then
+  raw = redis.call('GET', KEYS[4])
+  local limit = raw and string.match(raw, '^%d+$') and tonumber(raw)
+  if limit and limit >= 1 and (tonumber(ARGV[10]) or 1) <= limit then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+    local after = '(' .. string.format('%.0f', now)
+    live = redis.call('ZCOUNT', KEYS[1], after, '+inf')
+    if live >= limit and not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
+      local first = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]
+      return {0, tonumber(first) - now, redis.call('ZCARD', KEYS[5]), 0, limit, live}
+    end
+  end
+end
+-- (libraries)
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
   owners = KEYS[7]}
-local now, token, ttl, owner, weight = now_ms(), ARGV[1], tonumber(ARGV[4]), ARGV[9], tonumber(ARGV[10]) or 1
+now = now or now_ms()
+local token, ttl, owner, weight = ARGV[1], tonumber(ARGV[4]), ARGV[9], tonumber(ARGV[10]) or 1
 if owner == '' then owner = nil end
 local mine = redis.call('ZSCORE', k.timeouts, token)
 if mine and tonumber(mine) > now then -- handed over while queued: pick it up
@@ -46,8 +71,9 @@ local found = redis.call('EXISTS', KEYS[8], k.owners)
 if found > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
   return {2}
 end
-local st, err = sem_read(k, found > 0 or owner ~= nil, ARGV[2] == '0' and 'waiters' or nil) -- one try queues nobody
+local st, err = sem_read(k, found > 0 or owner ~= nil, ARGV[2] == '0' and 'waiters' or nil, raw) -- one try queues nobody
 if err then return err end
+st.live = live
 local limit = st.limit or tonumber(ARGV[8])
 if limit == 0 then
   return {3}

@@ -37,9 +37,13 @@
 -- owners hash is absent (it is not read); lazy: what the caller writes
 -- only if someone is queued, so it is read only then: 'waiters' (a one-try
 -- acquire hands permits to waiters, but queues nobody), 'waiters+counter'
--- (a release takes no permit: it numbers one only for a waiter).
-local function sem_read(k, named, lazy)
-  local raw = redis.call('GET', k.limit)
+-- (a release takes no permit: it numbers one only for a waiter). read: the
+-- stored limit if the caller has read it (false: absent), nil if not.
+local function sem_read(k, named, lazy, read)
+  local raw = read
+  if raw == nil then
+    raw = redis.call('GET', k.limit)
+  end
   local limit, extra, ttl
   if raw then
     limit = string.match(raw, '^%d+$') -- the limit alone; with weights held, "limit extra"
@@ -82,7 +86,8 @@ end
 -- sem_purge drops timed-out permits (and their Owners and weights), then
 -- the same ids from the owner set (ZINTERSTORE with weights 1, 0 keeps the
 -- owner set's counters) when the two sets differ in size, and counts the
--- weight the live ones hold into st.held.
+-- weight the live ones hold into st.held. st.live, if the caller counted
+-- the live permits at now, is what is left.
 local function sem_purge(k, st, now)
   if st.named > 0 then
     local gone = redis.call('ZRANGEBYSCORE', k.timeouts, '-inf', now)
@@ -100,7 +105,7 @@ local function sem_purge(k, st, now)
     end
   end
   redis.call('ZREMRANGEBYSCORE', k.timeouts, '-inf', now)
-  local n = redis.call('ZCARD', k.timeouts)
+  local n = st.live or redis.call('ZCARD', k.timeouts)
   if n ~= st.owners then
     redis.call('ZINTERSTORE', k.owner, 2, k.owner, k.timeouts, 'WEIGHTS', 1, 0)
     st.owners = n

@@ -4,17 +4,21 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
 )
 
 func init() {
 	targets = append(targets,
 		target{"LockAll of 4 names, p50 ÷ one Lock's", [2]string{"BenchmarkLockAll/lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/lock", "p50-ms"}, "<=", 1.3},
+		target{"a bare script setting 4 keys, p50 ÷ one setting 1 key: the floor of one script over 4 names on this machine", [2]string{"BenchmarkLockAll/bare-4", "p50-ms"}, [2]string{"BenchmarkLockAll/bare-1", "p50-ms"}, "", 0},
 		target{"LockAll of 4 names and its Unlock: server µs ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "srv-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "srv-us/op"}, "", 0},
 		target{"LockAll of 4 names and its Unlock: server CPU ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "cpu-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "cpu-us/op"}, "", 0},
 		target{"LockAll of 4 names on 3 primaries, p50 ÷ 4 Locks in a row", [2]string{"BenchmarkLockAll/cluster-lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "<=", 0.6},
@@ -85,6 +89,37 @@ func BenchmarkLockAll(b *testing.B) {
 	}
 	x.add("lock", timed(locks(e, names[:1])))
 	x.add("lockall-4", timed(lockAll(e, names)))
+	// The floor under the ratio: a bare script that sets 4 keys (SET NX PX,
+	// no fence, no queue) against one that sets 1, through the same pool.
+	// On a machine whose idle wake-ups are slow, a round trip's time moves
+	// between rounds by more than the script's work, and so does this.
+	bare := func(n int) func() (func() error, error) {
+		keys := make([]any, 0, n+1)
+		for i := range n {
+			keys = append(keys, x.env.ns+"bare:{all}:"+strconv.Itoa(i))
+		}
+		s := redis.NewScript(n, "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) end return 1")
+		args := append(slices.Clone(keys), "token", benchLease.Milliseconds())
+		return func() (func() error, error) {
+			c, err := x.env.pool.GetContext(ctx)
+			if err != nil {
+				return nil, err
+			}
+			_, err = s.DoContext(ctx, c, args...)
+			c.Close()
+			return func() error {
+				c, err := x.env.pool.GetContext(ctx)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = redis.DoContext(c, ctx, "DEL", keys...)
+				return err
+			}, err
+		}
+	}
+	x.add("bare-1", timed(bare(1)))
+	x.add("bare-4", timed(bare(4)))
 	// Where the time goes: the server's script time and the client's CPU
 	// of a whole cycle (taken and released: one script for LockAll's
 	// taking, one a name for its Unlock).

@@ -233,6 +233,36 @@ func TestLockAllCounterOfWrongType(t *testing.T) {
 	})
 }
 
+// A fence counter past 2^53 (set by hand: a counter started from the clock
+// stays below it for centuries) still grows by one a TryLockAll, as INCR
+// keeps it: a Lua number cannot add one to it exactly.
+func TestLockAllCounterPastExactDoubles(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		names := []string{"big1", "big2"}
+		counter := object{kind: kindLock, name: "big1", ns: s.NS}.key(":fence")
+		for _, name := range names {
+			s.Must(t, "SET", object{kind: kindLock, name: name, ns: s.NS}.key(":fence"), "9007199254740993")
+		}
+		last := int64(9007199254740993)
+		for i := 0; i < 3; i++ {
+			m, err := e.TryLockAll(ctx, names, LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := m.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := redis.Int64(s.Do("GET", counter))
+			if err != nil || got != last+1 {
+				t.Fatalf("TryLockAll %d: the counter holds %d (%v), want %d", i+1, got, err, last+1)
+			}
+			last = got
+		}
+	})
+}
+
 // Bad input writes nothing.
 func TestLockAllInvalid(t *testing.T) {
 	t.Parallel()

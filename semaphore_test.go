@@ -223,6 +223,32 @@ func TestSemaphoreRefusalNamesTheFirstLiveDeadline(t *testing.T) {
 	})
 }
 
+// A semaphore's counter past 2^53 (set by hand: one started from the clock
+// stays below it for centuries) still grows by one a permit, as INCR keeps
+// it: a Lua number cannot add one to it exactly.
+func TestSemaphoreCounterPastExactDoubles(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		counter := object{kind: kindSem, name: "big", ns: s.NS}.key(":counter")
+		s.Must(t, "SET", counter, "9007199254740993")
+		last := int64(9007199254740993)
+		for i := 0; i < 3; i++ {
+			p, err := e.TryAcquireSemaphore(ctx, "big", SemaphoreOptions{Limit: 2, TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+			got, err := redis.Int64(s.Do("GET", counter))
+			if err != nil || got != last+1 {
+				t.Fatalf("permit %d: the counter holds %d (%v), want %d", i+1, got, err, last+1)
+			}
+			last = got
+		}
+	})
+}
+
 // An acquire purges a permit at exactly its deadline, as SemaphoreHolders
 // does: 1 ms before it the permit still fills the semaphore, at it the
 // slot is free. No SemaphoreHolders call in between does the purge for it.

@@ -56,6 +56,11 @@ end
 -- counter_next stores and returns the fence after last (nil: the counter
 -- is gone), kept retention ms from now.
 local function counter_next(key, last, retention)
+  if last and last >= 9007199254740991 then -- past what a double holds exactly: INCR keeps the counter exact
+    local f = redis.call('INCR', key)
+    redis.call('PEXPIRE', key, retention)
+    return f
+  end
   local f = last and last + 1 or now_us()
   redis.call('SET', key, fmt(f), 'PX', retention)
   return f

@@ -10,8 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
+	"github.com/mna/redisc"
 )
 
 // liveLocks counts the lock holdings e keeps that have not ended.
@@ -31,8 +33,8 @@ func liveLocks(e *Engine) int {
 
 // 16 goroutines, each on an engine of its own, take LockAll over 2 to 5
 // names of 8 in random orders (so orders cross), with a 30 s wait, through
-// the fault proxy (on the 3+3 cluster, whose nodes the proxy cannot front,
-// without it). Valid holders of a name never overlap, no LockAll runs out
+// the fault proxy (on the 3+3 cluster, a proxy in front of each node).
+// Valid holders of a name never overlap, no LockAll runs out
 // its wait (a deadlock would), every second sees acquisitions, and a
 // failed call leaves none of its names held by its engine.
 func TestLockAllUnderFaults(t *testing.T) {
@@ -49,14 +51,22 @@ func TestLockAllUnderFaults(t *testing.T) {
 		const workers, pool = 16, 8
 		es := make([]*Engine, workers)
 		var proxy *faultProxy
-		if s.Addr != "" {
+		var nodes *proxiedCluster
+		switch seeds := testserver.ClusterSeeds(); {
+		case s.Addr != "":
 			proxy = startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
 			p := newPool(t, proxy.addr())
 			p.MaxIdle = 64
 			for i := range es {
 				es[i] = New(p, WithNamespace(s.NS))
 			}
-		} else {
+		case s.Engines != nil && len(seeds) > 0: // the 3+3 cluster
+			var rc *redisc.Cluster
+			rc, nodes = newProxiedCluster(t, seeds, faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+			for i := range es {
+				es[i] = New(testcluster.Pool{Cluster: rc}, WithNamespace(s.NS))
+			}
+		default:
 			for i := range es {
 				es[i] = engine(s)
 			}
@@ -72,8 +82,11 @@ func TestLockAllUnderFaults(t *testing.T) {
 		var f mutexFigures
 		var timeouts, leftHeld, failed atomic.Int64
 		stopChaos := func() {}
-		if proxy != nil {
+		switch {
+		case proxy != nil:
 			stopChaos = proxy.chaos()
+		case nodes != nil:
+			stopChaos = nodes.chaos()
 		}
 		// Progress: acquisitions in every second.
 		stalls := 0
@@ -149,8 +162,11 @@ func TestLockAllUnderFaults(t *testing.T) {
 			f.overlaps += int64(overlapsAmongValid(secs))
 		}
 		cuts := int64(0)
-		if proxy != nil {
+		switch {
+		case proxy != nil:
 			cuts = proxy.cuts.Load()
+		case nodes != nil:
+			cuts = nodes.cuts()
 		}
 		t.Logf("%s: %d LockAll acquisitions of 2-5 names of %d, %d failed calls (%d ran out their 30 s wait), %d left a name held, %d overlaps among valid holders, %d fence violations, %d lost, %d seconds without progress, %d connections cut",
 			s.Name, f.acquisitions, pool, failed.Load(), timeouts.Load(), leftHeld.Load(), f.overlaps, f.fenceViolations, f.lost, stalls, cuts)

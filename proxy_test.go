@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
+	"github.com/mna/redisc"
 )
 
 // faultProxy is a loopback TCP proxy between clients and Redis that delays
@@ -208,4 +210,85 @@ func (p *faultProxy) close() {
 	}
 	p.mu.Unlock()
 	p.wg.Wait()
+}
+
+// proxiedCluster is a client of the cluster at seeds whose every node is
+// reached through a fault proxy of its own, made on the client's first
+// connection to that node (the addresses the cluster gives stay the
+// nodes' own: the client dials each node's proxy in their place).
+type proxiedCluster struct {
+	t       testing.TB
+	f       faults
+	mu      sync.Mutex
+	proxies map[string]*faultProxy
+	chaotic bool
+	stops   []func()
+}
+
+func newProxiedCluster(t testing.TB, seeds []string, f faults) (*redisc.Cluster, *proxiedCluster) {
+	t.Helper()
+	pc := &proxiedCluster{t: t, f: f, proxies: map[string]*faultProxy{}}
+	c := &redisc.Cluster{
+		StartupNodes: seeds,
+		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(time.Second)},
+		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
+			via := pc.proxy(addr).addr()
+			return &redis.Pool{
+				MaxIdle:     64,
+				IdleTimeout: time.Minute,
+				Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", via, opts...) },
+			}, nil
+		},
+	}
+	if err := c.Refresh(); err != nil {
+		t.Fatalf("cluster at %v through proxies: %v", seeds, err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c, pc
+}
+
+// proxy is node addr's proxy, made on first use (with chaos, once chaos
+// has started).
+func (pc *proxiedCluster) proxy(addr string) *faultProxy {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	p, ok := pc.proxies[addr]
+	if !ok {
+		p = startProxy(pc.t, addr, pc.f)
+		pc.proxies[addr] = p
+		if pc.chaotic {
+			pc.stops = append(pc.stops, p.chaos())
+		}
+	}
+	return p
+}
+
+// chaos starts every node proxy's chaos, now and as they are made.
+func (pc *proxiedCluster) chaos() (stop func()) {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	pc.chaotic = true
+	for _, p := range pc.proxies {
+		pc.stops = append(pc.stops, p.chaos())
+	}
+	return func() {
+		pc.mu.Lock()
+		stops := pc.stops
+		pc.chaotic, pc.stops = false, nil
+		pc.mu.Unlock()
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+// cuts is how many connections the node proxies cut, in all.
+func (pc *proxiedCluster) cuts() int64 {
+	pc.mu.Lock()
+	defer pc.mu.Unlock()
+	n := int64(0)
+	for _, p := range pc.proxies {
+		n += p.cuts.Load()
+	}
+	return n
 }

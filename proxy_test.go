@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
-	"github.com/gomodule/redigo/redis"
 	"github.com/mna/redisc"
 )
 
@@ -228,23 +228,7 @@ type proxiedCluster struct {
 func newProxiedCluster(t testing.TB, seeds []string, f faults) (*redisc.Cluster, *proxiedCluster) {
 	t.Helper()
 	pc := &proxiedCluster{t: t, f: f, proxies: map[string]*faultProxy{}}
-	c := &redisc.Cluster{
-		StartupNodes: seeds,
-		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(time.Second)},
-		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
-			via := pc.proxy(addr).addr()
-			return &redis.Pool{
-				MaxIdle:     64,
-				IdleTimeout: time.Minute,
-				Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", via, opts...) },
-			}, nil
-		},
-	}
-	if err := c.Refresh(); err != nil {
-		t.Fatalf("cluster at %v through proxies: %v", seeds, err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c, pc
+	return testcluster.ClientVia(t, seeds, func(addr string) string { return pc.proxy(addr).addr() }), pc
 }
 
 // proxy is node addr's proxy, made on first use (with chaos, once chaos

@@ -40,10 +40,21 @@ func New(t testing.TB, seeds []string) *testserver.Server {
 // closed when the test ends.
 func Client(t testing.TB, seeds []string) *redisc.Cluster {
 	t.Helper()
+	return ClientVia(t, seeds, nil)
+}
+
+// ClientVia is Client dialing each node at via(its address), such as a
+// proxy in front of it (nil: the address itself). The addresses the
+// cluster gives (its slot map, MOVED) stay the nodes' own.
+func ClientVia(t testing.TB, seeds []string, via func(addr string) string) *redisc.Cluster {
+	t.Helper()
 	c := &redisc.Cluster{
 		StartupNodes: seeds,
 		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(time.Second)},
 		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
+			if via != nil {
+				addr = via(addr)
+			}
 			return &redis.Pool{
 				MaxIdle:     64,
 				IdleTimeout: time.Minute,

@@ -16,9 +16,7 @@
 -- one MGET of the counters (a counter MGET finds absent is read again
 -- with GET, which fails on a key of another type); then it writes two
 -- keys a name: the counter, one past what MGET read, with its retention
--- renewed in the same SET (a counter at 2^53 - 1 or more, which a Lua
--- number cannot add 1 to exactly, is INCRed and its retention renewed
--- apart), and the lock.
+-- renewed in the same SET (lib/queue.lua's counter_next), and the lock.
 local n = #KEYS / 4
 if redis.call('EXISTS', unpack(KEYS, 1, 3 * n)) > 0 then
   for i = 0, n - 1 do
@@ -33,24 +31,10 @@ for i = 1, n do
   if err then return err end
   last[i] = v
 end
-local reply, now = {1}, nil
+local reply = {1}
 for i = 1, n do
-  local counter, f = KEYS[3 * n + i], last[i]
-  if f and f >= 9007199254740991 then -- past what a double holds exactly: INCR keeps the counter exact
-    f = redis.call('INCR', counter)
-    redis.call('PEXPIRE', counter, ARGV[2])
-  else
-    if f then
-      f = f + 1
-    else -- the counter was gone: start from the clock
-      if not now then
-        now = now_us()
-      end
-      f = now
-    end
-    redis.call('SET', counter, string.format('%.0f', f), 'PX', ARGV[2])
-  end
-  local fence = string.format('%.0f', f)
+  local f = counter_next(KEYS[3 * n + i], last[i], ARGV[2])
+  local fence = fmt(f)
   local value = ARGV[3 + i] .. ' ' .. fence .. ' 0'
   if ARGV[3] ~= '' then value = value .. ' ' .. ARGV[3] end
   redis.call('SET', KEYS[3 * i - 2], value, 'PX', ARGV[1])

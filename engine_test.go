@@ -694,24 +694,3 @@ func TestWaitEndedByContext(t *testing.T) {
 		}
 	})
 }
-
-// A string at a lock's key that is not a lock ("token fence seq") is left
-// as it is: TryLock finds the name held, as it would a lock of another
-// holder, and overwrites nothing (v4 reads only the holder's prefix of a
-// held lock's value; it used to parse the whole and take a value it could
-// not parse for a free lock).
-func TestLockLeavesAForeignValue(t *testing.T) {
-	servers(t, func(t *testing.T, s *testserver.Server) {
-		ctx := ctxT(t)
-		key := s.NS + "lock:{foreign}"
-		if _, err := s.Do("SET", key, "not a lock"); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := engine(s).TryLock(ctx, "foreign", LockOptions{}); !errors.Is(err, ErrNotAcquired) {
-			t.Fatalf("TryLock on a foreign value: %v, want ErrNotAcquired", err)
-		}
-		if v, err := redis.String(s.Do("GET", key)); v != "not a lock" || err != nil {
-			t.Errorf("the key holds %q, %v; want the foreign value kept", v, err)
-		}
-	})
-}

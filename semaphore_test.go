@@ -249,6 +249,32 @@ func TestSemaphoreCounterPastExactDoubles(t *testing.T) {
 	})
 }
 
+// A fence is written whole in every range lib/queue.lua's fmt splits:
+// below 10^9 (a counter v3 started at 1), around 10^9 and the clock's
+// 16 digits (two parts, the low one zero-padded), and up to 2^53 - 1.
+// The semaphore's grant stores each with fmt (counter_next).
+func TestFencesWrittenWhole(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		counter := object{kind: kindSem, name: "whole", ns: s.NS}.key(":counter")
+		for _, last := range []int64{0, 7, 999999998, 999999999, 1000000000, 1000000008, 1734567000000000, 1734567000000041,
+			1734567999999998, 1734567999999999, 9007199254740990} {
+			s.Must(t, "SET", counter, last)
+			p, err := e.TryAcquireSemaphore(ctx, "whole", SemaphoreOptions{Limit: 2, TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := redis.String(s.Do("GET", counter))
+			if want := strconv.FormatInt(last+1, 10); got != want || err != nil || p.Fence() != last+1 {
+				t.Errorf("after %d: the counter holds %q (%v), the permit's fence is %d; want %s", last, got, err, p.Fence(), want)
+			}
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
 // An acquire purges a permit at exactly its deadline, as SemaphoreHolders
 // does: 1 ms before it the permit still fills the semaphore, at it the
 // slot is free. No SemaphoreHolders call in between does the purge for it.

@@ -26,8 +26,7 @@
 -- counter INCRed (its first write, so a counter of the wrong type fails it
 -- with nothing written) and its retention renewed, the lock SET; the
 -- shared Lua after it is only defined when it is needed. While another
--- holds the lock, a waiter reads neither the counter nor the queue's head,
--- and parses nothing of the lock's value but its holder's prefix.
+-- holds the lock, a waiter reads neither the counter nor the queue's head.
 local token = ARGV[1]
 local v = redis.call('GET', KEYS[1])
 if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then -- the common case
@@ -35,21 +34,20 @@ if not v and redis.call('EXISTS', KEYS[3], KEYS[5]) == 0 then -- the common case
   if f == 1 then -- the counter was gone: start from the clock
     local t = redis.call('TIME')
     f = tonumber(t[1]) * 1000000 + tonumber(t[2])
-    redis.call('SET', KEYS[2], string.format('%d', f), 'PX', ARGV[5])
+    redis.call('SET', KEYS[2], string.format('%.0f', f), 'PX', ARGV[5])
   else
     redis.call('PEXPIRE', KEYS[2], ARGV[5])
   end
-  local value = token .. ' ' .. string.format('%d', f) .. ' 0'
+  local value = token .. ' ' .. string.format('%.0f', f) .. ' 0'
   if ARGV[8] then value = value .. ' ' .. ARGV[8] end
   redis.call('SET', KEYS[1], value, 'PX', ARGV[4])
   return {1, f}
 end
 -- (libraries)
 local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}
-local held = v and string.sub(v, 1, #token + 1) -- the holder's token and a space
-if held == token .. ' ' then -- handed over while queued: pick it up
+local holder, fence = lock_parse(v)
+if holder == token then -- handed over while queued: pick it up
   redis.call('PEXPIRE', k.lock, ARGV[4])
-  local _, fence = lock_parse(v)
   return {1, fence}
 end
 local queued = redis.call('ZCARD', k.q)
@@ -57,7 +55,7 @@ if redis.call('EXISTS', KEYS[5]) == 1 then
   return {2}
 end
 local now = 0
-if not held then -- free: the caller takes it unless a live waiter is ahead
+if not holder then -- free: the caller takes it unless a live waiter is ahead
   local last, err = counter_read(k.fence)
   if err then return err end
   local head = nil
@@ -84,7 +82,7 @@ if now == 0 then
 end
 local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', ARGV[8])
 local pttl = -1
-if held and rank == 0 then
+if holder and rank == 0 then
   pttl = redis.call('PTTL', k.lock) -- the head takes over when the lease ends
 end
 return {0, pttl, rank, arrival}

@@ -45,7 +45,7 @@ if ARGV[2] == '0' then
   if limit and limit >= 1 and (tonumber(ARGV[10]) or 1) <= limit then
     local t = redis.call('TIME')
     now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-    local after = '(' .. string.format('%d', now)
+    local after = '(' .. string.format('%.0f', now)
     live = redis.call('ZCOUNT', KEYS[1], after, '+inf')
     if live >= limit and not redis.call('ZSCORE', KEYS[1], ARGV[1]) then
       local first = redis.call('ZRANGEBYSCORE', KEYS[1], after, '+inf', 'WITHSCORES', 'LIMIT', 0, 1)[2]

@@ -516,3 +516,24 @@ func TestPermitWatchdog(t *testing.T) {
 		}
 	})
 }
+
+// A string at a lock's key that is not a lock's value is free to LockInfo,
+// as it is to TryLock, which takes it over; LockInfo used to fail on it
+// ("unexpected reply []": its parse's nils cut the reply short).
+func TestLockInfoOnAForeignValue(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		s.Must(t, "SET", s.NS+"lock:{foreign}", "not a lock")
+		info, err := e.LockInfo(ctx, "foreign")
+		if err != nil || info.Held {
+			t.Fatalf("LockInfo on a foreign value: %+v, %v; want free", info, err)
+		}
+		l, err := e.TryLock(ctx, "foreign", LockOptions{})
+		if err != nil {
+			t.Fatalf("TryLock on a foreign value: %v, want it taken", err)
+		}
+		if info, err := e.LockInfo(ctx, "foreign"); err != nil || !info.Held || info.Token != l.Token() {
+			t.Errorf("LockInfo after TryLock: %+v, %v; want held by %s", info, err, l.Token())
+		}
+	})
+}

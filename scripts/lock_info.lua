@@ -2,11 +2,13 @@
 -- are queued. Writes nothing.
 -- KEYS[1] lock, KEYS[2] waiters
 -- reply: {holder's token (false if free), its fence, its PTTL in ms, live
--- waiters, the Owner stored with it ("" if none)}.
+-- waiters, the Owner stored with it ("" if none)}. A value that is not a
+-- lock's is free, as lock_acquire takes it (lib/lock.lua's lock_parse).
 local v = redis.call('GET', KEYS[1])
 local token, fence, owner, pttl = false, '0', '', -1
-if v then
-  token, fence, owner = string.match(v, '^(%S+) (%d+) %d+ ?(.*)$')
+local t, f, o = string.match(v or '', '^(%S+) (%d+) %d+ ?(.*)$')
+if t then
+  token, fence, owner = t, f, o
   pttl = redis.call('PTTL', KEYS[1])
 end
 return {token, fence, pttl, q_live(KEYS[2], now_ms()), owner}

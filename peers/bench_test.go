@@ -472,10 +472,14 @@ var targets = []target{
 	{"uncontended, ops/s: redsync ÷ the floor", unRS("ops/s"), unFloor("ops/s"), "", 0},
 	{"uncontended, allocations/op: atomicredis ÷ redislock", unAR("allocs/op"), unRL("allocs/op"), "", 0},
 	{"uncontended, allocations/op: atomicredis ÷ redsync", unAR("allocs/op"), unRS("allocs/op"), "", 0},
+	{"uncontended, clients' CPU/op: atomicredis ÷ redislock", unAR("client-us/op"), unRL("client-us/op"), "", 0},
+	{"uncontended, clients' CPU/op: atomicredis ÷ redsync", unAR("client-us/op"), unRS("client-us/op"), "", 0},
 	{"hot name, 16 goroutines, no hold, acq/s: atomicredis ÷ redislock", hotAR("acq/s"), hotRL("acq/s"), ">=", 1},
 	{"hot name, 16 goroutines, no hold, acq/s: atomicredis ÷ redsync", hotAR("acq/s"), hotRS("acq/s"), ">=", 1},
 	{"hot name, server CPU/acq: atomicredis ÷ redislock", hotAR("cpu-us/acq"), hotRL("cpu-us/acq"), "", 0},
 	{"hot name, server CPU/acq: atomicredis ÷ redsync", hotAR("cpu-us/acq"), hotRS("cpu-us/acq"), "", 0},
+	{"hot name, clients' CPU/acq: atomicredis ÷ redislock", hotAR("client-us/acq"), hotRL("client-us/acq"), "", 0},
+	{"hot name, clients' CPU/acq: atomicredis ÷ redsync", hotAR("client-us/acq"), hotRS("client-us/acq"), "", 0},
 	{"hot name, busiest goroutine's share % (fair 6.25): atomicredis", hotAR("busiest%"), none, "", 0},
 	{"hot name, busiest goroutine's share %: redislock", hotRL("busiest%"), none, "", 0},
 	{"hot name, busiest goroutine's share %: redsync", hotRS("busiest%"), none, "", 0},
@@ -544,9 +548,9 @@ func modVersions() map[string]string {
 // The rows name only benchmarks and units that the experiments report.
 func TestTargetsNameWhatRuns(t *testing.T) {
 	benches := map[string][]string{
-		"BenchmarkUncontended": {"ns/op", "ops/s", "allocs/op", "cmds/op", "srv-us/op", "cpu-us/op"},
-		"BenchmarkHotName":     {"ns/op", "acq/s", "busiest%", "idle-clients", "gave-up/acq", "cmds/acq", "srv-us/acq", "cpu-us/acq"},
-		"BenchmarkCrowd":       {"ns/op", "acq/s", "busiest%", "idle-clients", "gave-up/acq", "cmds/acq", "srv-us/acq", "cpu-us/acq"},
+		"BenchmarkUncontended": {"ns/op", "ops/s", "allocs/op", "cmds/op", "srv-us/op", "cpu-us/op", "client-us/op"},
+		"BenchmarkHotName":     {"ns/op", "acq/s", "busiest%", "idle-clients", "gave-up/acq", "cmds/acq", "srv-us/acq", "cpu-us/acq", "client-us/acq"},
+		"BenchmarkCrowd":       {"ns/op", "acq/s", "busiest%", "idle-clients", "gave-up/acq", "cmds/acq", "srv-us/acq", "cpu-us/acq", "client-us/acq"},
 	}
 	for _, r := range targets {
 		for _, side := range [][2]string{r.num, r.den} {

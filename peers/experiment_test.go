@@ -314,14 +314,15 @@ func (r *round) read() (serverCounts, error) { return readServer(r.x.admin) }
 // are counted too, and inside their script's time) and CPU seconds, user
 // + sys (INFO cpu). On miniredis only the time is known.
 type serverCounts struct {
-	at    time.Time
-	calls map[string]float64
-	usec  map[string]float64
-	cpu   float64
+	at     time.Time
+	calls  map[string]float64
+	usec   map[string]float64
+	cpu    float64
+	client float64 // this process's CPU seconds (processCPU)
 }
 
 func readServer(admin redis.Conn) (serverCounts, error) {
-	s := serverCounts{at: time.Now(), calls: map[string]float64{}, usec: map[string]float64{}}
+	s := serverCounts{at: time.Now(), calls: map[string]float64{}, usec: map[string]float64{}, client: processCPU()}
 	if benchMini {
 		return s, nil
 	}
@@ -364,6 +365,9 @@ type usage struct {
 	cmds float64 // commands the clients sent (the contender's own commands)
 	usec float64 // the server's time in them, scripts' inner commands included
 	cpu  float64 // server CPU seconds
+	// the clients' CPU seconds: this process's, between the two readings
+	// (the INFO calls around a round's operations included)
+	client float64
 }
 
 // to is the usage from s to t of a client that sends the commands sent
@@ -371,7 +375,7 @@ type usage struct {
 // scripts call are inside their script's time, and the admin's INFO, the
 // go-redis handshake and the like are left out.
 func (s serverCounts) to(t serverCounts, sent []string) usage {
-	u := usage{wall: t.at.Sub(s.at), cpu: t.cpu - s.cpu}
+	u := usage{wall: t.at.Sub(s.at), cpu: t.cpu - s.cpu, client: t.client - s.client}
 	for _, cmd := range sent {
 		u.cmds += t.calls[cmd] - s.calls[cmd]
 		u.usec += t.usec[cmd] - s.usec[cmd]
@@ -380,7 +384,8 @@ func (s serverCounts) to(t serverCounts, sent []string) usage {
 }
 
 // serverFigures records the server's figures per operation (per
-// acquisition: suffix "acq") of a round on redis-server.
+// acquisition: suffix "acq") of a round on redis-server, and the clients'
+// CPU beside them (on miniredis, the clients' process is the server's).
 func (r *round) serverFigures(u usage, ops float64, suffix string) {
 	if benchMini {
 		return
@@ -388,6 +393,7 @@ func (r *round) serverFigures(u usage, ops float64, suffix string) {
 	r.add("cmds/"+suffix, u.cmds/ops)
 	r.add("srv-us/"+suffix, u.usec/ops)
 	r.add("cpu-us/"+suffix, u.cpu*1e6/ops)
+	r.add("client-us/"+suffix, u.client*1e6/ops)
 }
 
 // ---------------------------------------------------------------------------
@@ -433,7 +439,7 @@ func printVerdicts(w io.Writer, rows []target) {
 	}
 	fmt.Fprintf(w, "\nverdict on %s, %d CPUs%s, %s\n", benchServer, runtime.NumCPU(), loadAverage(), time.Now().UTC().Format("2006-01-02 15:04 UTC"))
 	fmt.Fprintf(w, "each row: the median over interleaved rounds of the first figure ÷ the second, the rounds' range, the goal;\n")
-	fmt.Fprintf(w, "below it the medians of both sides%s\n", map[bool]string{false: ", with the server's command time and CPU per operation", true: ""}[benchMini])
+	fmt.Fprintf(w, "below it the medians of both sides%s\n", map[bool]string{false: ", with the server's command time and CPU and the clients' CPU per operation", true: ""}[benchMini])
 	fmt.Fprintln(w, tableLine("comparison", "median", "range (rounds)", "goal", "verdict"))
 	skipped := 0
 	for _, r := range rows {
@@ -514,7 +520,8 @@ func verdictRow(r target) (line, below string, ok bool) {
 }
 
 // rowFigures is the medians behind a two-sided row: its own unit, then
-// the server's command time and CPU per operation of both sides.
+// the server's command time and CPU and the clients' CPU per operation of
+// both sides.
 func rowFigures(r target) string {
 	if r.den[0] == "" {
 		return ""
@@ -531,11 +538,11 @@ func rowFigures(r target) string {
 	}
 	var units []string
 	for unit := range benchRounds.m[r.num[0]] {
-		if unit != r.num[1] && (strings.HasPrefix(unit, "srv-us/") || strings.HasPrefix(unit, "cpu-us/")) {
+		if unit != r.num[1] && (strings.HasPrefix(unit, "srv-us/") || strings.HasPrefix(unit, "cpu-us/") || strings.HasPrefix(unit, "client-us/")) {
 			units = append(units, unit)
 		}
 	}
-	sort.Sort(sort.Reverse(sort.StringSlice(units))) // srv- before cpu-
+	sort.Sort(sort.Reverse(sort.StringSlice(units))) // srv-, cpu-, client-
 	for _, unit := range units {
 		n, ok1 := get(r.num[0], unit)
 		d, ok2 := get(r.den[0], unit)
@@ -634,6 +641,7 @@ func (t *tally) add(u usage, ops int, mallocs uint64) {
 	t.u.cmds += u.cmds
 	t.u.usec += u.usec
 	t.u.cpu += u.cpu
+	t.u.client += u.client
 	t.ops += ops
 	t.mallocs += mallocs
 }

@@ -899,3 +899,25 @@ func TestVerdictRows(t *testing.T) {
 		t.Error("a row whose benchmark did not run is shown")
 	}
 }
+
+// usage counts each command's server time once: EXEC's time holds the
+// commands it ran, which commandstats counts under their own names too
+// (measured on redis-server 7.0.15: MULTI, 2,000 ZADD, EXEC gave ZADD
+// 1,853 µs and EXEC 2,184 µs), and a script's time holds its commands.
+func TestUsageCountsEachCommandOnce(t *testing.T) {
+	defer func(was bool) { benchMini = was }(benchMini)
+	benchMini = false
+	at := time.Now()
+	counts := func(calls, usec map[string]float64) serverCounts {
+		return serverCounts{at: at, calls: calls, usec: usec}
+	}
+	zero := counts(map[string]float64{}, map[string]float64{})
+	book := counts(map[string]float64{"multi": 1, "zadd": 2000, "exec": 1}, map[string]float64{"multi": 1, "zadd": 1853, "exec": 2184})
+	if u := zero.to(book); u.usec != 1854 || u.cmds != 2002 {
+		t.Errorf("MULTI, 2,000 ZADD, EXEC: %v µs in %v commands; want 1854 µs (EXEC's left out) in 2002", u.usec, u.cmds)
+	}
+	lua := counts(map[string]float64{"evalsha": 10, "get": 30}, map[string]float64{"evalsha": 100, "get": 9})
+	if u := zero.to(lua); u.usec != 100 || u.cmds != 10 {
+		t.Errorf("10 EVALSHA calling 30 GET: %v µs in %v commands; want 100 in 10", u.usec, u.cmds)
+	}
+}

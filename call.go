@@ -1,0 +1,330 @@
+package atomicredis
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/gomodule/redigo/redis"
+)
+
+// ---------------------------------------------------------------------------
+// The call path: one script, one pooled connection, one round trip
+
+// maxRedirects bounds how often one call follows MOVED to another node.
+const maxRedirects = 3
+
+// binder is a connection that can be pinned to the node serving some keys
+// before its first command, as a redisc cluster connection can. Such a
+// connection would route EVALSHA by its first argument, the SHA, not by a
+// key.
+type binder interface {
+	Bind(keys ...string) error
+}
+
+// conn is a pooled connection for one call. Its Do and Receive end when ctx
+// does (through DoContext, where the connection offers it and ctx can be
+// cancelled) or after timeout (a read timeout; redisc connections offer
+// only that, so there a ctx that is only cancelled does not interrupt a
+// command in flight).
+type conn struct {
+	redis.Conn
+	ctx     context.Context
+	timeout time.Duration
+	bound   bool // bound to a cluster node by key
+}
+
+func (c *conn) Do(cmd string, args ...any) (any, error) {
+	if c.ctx.Done() != nil {
+		if cc, ok := c.Conn.(redis.ConnWithContext); ok {
+			return cc.DoContext(c.ctx, cmd, args...)
+		}
+	}
+	if cc, ok := c.Conn.(redis.ConnWithTimeout); ok {
+		return cc.DoWithTimeout(c.timeout, cmd, args...)
+	}
+	return c.Conn.Do(cmd, args...)
+}
+
+func (c *conn) Receive() (any, error) {
+	if c.ctx.Done() != nil {
+		if cc, ok := c.Conn.(redis.ConnWithContext); ok {
+			return cc.ReceiveContext(c.ctx)
+		}
+	}
+	if cc, ok := c.Conn.(redis.ConnWithTimeout); ok {
+		return cc.ReceiveWithTimeout(c.timeout)
+	}
+	return c.Conn.Receive()
+}
+
+// conns keeps conn wrappers for reuse: a call needs one for a round trip.
+var conns = sync.Pool{New: func() any { return new(conn) }}
+
+// close gives the connection back to its pool, and the wrapper to conns.
+func (c *conn) close() {
+	c.Conn.Close()
+	*c = conn{}
+	conns.Put(c)
+}
+
+// conn takes a connection from the pool for a call on key, bound to the
+// node serving key when the connection can bind (a cluster connection; on
+// any other it is a no-op). Its round trips, and the wait for it, end when
+// ctx does or after timeout. The caller closes it (close), then calls done.
+func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c *conn, done func(), err error) {
+	dl, bounded := ctx.Deadline()
+	if bounded {
+		timeout = min(timeout, time.Until(dl))
+	}
+	if timeout <= 0 {
+		return nil, nil, context.DeadlineExceeded
+	}
+	done = func() {}
+	if (ctx.Done() != nil || e.poolMayBlock()) && (!bounded || time.Until(dl) > timeout) {
+		// The timeout must bound the pool's wait, and DoContext, too.
+		ctx, done = context.WithTimeout(ctx, timeout)
+	}
+	pc, err := e.pool.GetContext(ctx)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	b, bound := pc.(binder)
+	if bound && key != "" {
+		if err := b.Bind(key); err != nil {
+			pc.Close()
+			done()
+			return nil, nil, err
+		}
+	}
+	c = conns.Get().(*conn)
+	*c = conn{Conn: pc, ctx: ctx, timeout: timeout, bound: bound}
+	return c, done, nil
+}
+
+// poolMayBlock reports whether taking a connection from the pool may wait
+// for another to come back: a *redis.Pool with Wait set that has handed
+// out MaxActive, or a pool of any other type (which may do anything).
+func (e *Engine) poolMayBlock() bool {
+	p, ok := e.pool.(*redis.Pool)
+	return !ok || p.Wait && p.MaxActive > 0 && p.ActiveCount() >= p.MaxActive
+}
+
+// routeKey is the key a script call is routed by: its first key. A script
+// loaded with key count -1 takes the count first (redigo's convention), and
+// the count is an int where every key is a string.
+func routeKey(keysAndArgs []any) string {
+	for _, v := range keysAndArgs[:min(2, len(keysAndArgs))] {
+		if k, ok := v.(string); ok {
+			return k
+		}
+	}
+	return ""
+}
+
+// outcome is what one script call did.
+type outcome struct {
+	reply any // the script's reply; nil if the call failed
+	// reached: the call may have reached the server, so a failed
+	// acquisition may still have taken something (false when ctx was done
+	// or no connection could be had).
+	reached bool
+	// shortfall: WithReplicaAck asked for more acknowledgements than came
+	// (it wraps ErrNotReplicated); the reply stands.
+	shortfall error
+}
+
+// call runs s on a connection bound to its first key: EVALSHA, falling
+// back to EVAL when the server answers NOSCRIPT; with ack (WithReplicaAck
+// on) followed by WAIT in the same round trip. timeout bounds each round
+// trip (0: the call timeout). A MOVED reply (the slot moved, or a replica
+// was promoted) means the script did not run: the call follows it on a
+// fresh connection, which binds by the cluster's updated map, up to
+// maxRedirects times. ASK (the slot is mid-migration) is not followed: a
+// bound connection cannot send ASKING, so the error is returned, and it is
+// transient: a wait retries it until the slot settles.
+func (e *Engine) call(ctx context.Context, s *redis.Script, keysAndArgs []any, ack bool, timeout time.Duration) (out outcome, err error) {
+	if ctx == nil {
+		return out, errNilContext
+	}
+	if timeout == 0 {
+		timeout = e.callTimeout
+	}
+	key := routeKey(keysAndArgs)
+	for redirects := 0; ; redirects++ {
+		// redigo sends a command even on a done context, so check first.
+		if err := ctxErr(ctx); err != nil {
+			return out, err
+		}
+		c, done, err := e.conn(ctx, key, timeout)
+		if err != nil {
+			return out, err
+		}
+		out.reached = true
+		var acks int64
+		var ackErr error
+		if ack {
+			out.reply, acks, ackErr, err = e.evalWait(c, s, keysAndArgs)
+		} else {
+			out.reply, err = evalsha(c, s, keysAndArgs)
+		}
+		bound := c.bound
+		c.close()
+		done()
+		if redirects < maxRedirects && bound && replyIs(err, "MOVED") {
+			continue
+		}
+		if err != nil {
+			out.reply = nil
+			if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
+				// redigo reports a deadline hit mid-command as an i/o timeout.
+				return out, fmt.Errorf("%w (%w)", cerr, err)
+			}
+			return out, err
+		}
+		switch {
+		case !ack:
+		case ackErr != nil:
+			out.shortfall = fmt.Errorf("WAIT %d %v: %w (%w)", e.replicas, e.ackTimeout, ErrNotReplicated, ackErr)
+		case acks < int64(e.replicas):
+			out.shortfall = fmt.Errorf("%d of %d replicas acknowledged within %v: %w", acks, e.replicas, e.ackTimeout, ErrNotReplicated)
+		}
+		return out, nil
+	}
+}
+
+// evalWait sends EVALSHA and WAIT together and reads both replies; on
+// NOSCRIPT it sends EVAL and WAIT again. err is the script's failure,
+// ackErr WAIT's.
+func (e *Engine) evalWait(c *conn, s *redis.Script, keysAndArgs []any) (reply any, acks int64, ackErr, err error) {
+	send := s.SendHash
+	for first := true; ; first = false {
+		if err := send(c, keysAndArgs...); err != nil {
+			return nil, 0, nil, err
+		}
+		if err := c.Send("WAIT", e.replicas, e.ackTimeout.Milliseconds()); err != nil {
+			return nil, 0, nil, err
+		}
+		if err := c.Flush(); err != nil {
+			return nil, 0, nil, err
+		}
+		reply, err = c.Receive()
+		acks, ackErr = redis.Int64(c.Receive())
+		if first && replyIs(err, "NOSCRIPT") {
+			send = s.Send
+			continue
+		}
+		return reply, acks, ackErr, err
+	}
+}
+
+// eval is call for a script whose reply is all there is to it, its errors
+// naming the object.
+func (e *Engine) eval(ctx context.Context, o object, s *redis.Script, keysAndArgs ...any) (any, error) {
+	out, err := e.call(ctx, s, keysAndArgs, false, 0)
+	if err != nil {
+		return nil, o.err(err)
+	}
+	return out.reply, nil
+}
+
+// replyIs reports whether err is a Redis error reply whose first word is
+// word.
+func replyIs(err error, word string) bool {
+	reply, ok := errorReply(err)
+	return ok && strings.HasPrefix(string(reply), word+" ")
+}
+
+// errorReply returns the Redis error reply that err is or wraps.
+func errorReply(err error) (redis.Error, bool) {
+	if err == nil {
+		return "", false
+	}
+	var reply redis.Error
+	ok := errors.As(err, &reply)
+	return reply, ok
+}
+
+// ctxErr is ctx.Err(), or DeadlineExceeded once the deadline has passed
+// even if ctx's own timer has not fired yet.
+func ctxErr(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// transient reports whether err is one a server or cluster gives while it
+// heals, so that a wait may try again: the node is down or restarting
+// (connection refused, reset or closed; LOADING), the cluster has no
+// primary for a slot (CLUSTERDOWN), or the slot is moving (TRYAGAIN, ASK,
+// a MOVED that call stopped following). After a reset or closed
+// connection the outcome of the call is unknown: whatever it took is
+// abandoned when the wait gives up.
+func transient(err error) bool {
+	if err == nil {
+		return false
+	}
+	if reply, ok := errorReply(err); ok {
+		word, _, _ := strings.Cut(string(reply), " ")
+		switch word {
+		case "CLUSTERDOWN", "TRYAGAIN", "LOADING", "ASK", "MOVED":
+			return true
+		}
+		return false
+	}
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// retryable reports whether a wait may try again after err, its own ctx
+// still running: a transient error, a pool momentarily exhausted, or a
+// round trip cut off by the call timeout.
+func retryable(err error) bool {
+	var ne net.Error
+	return transient(err) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &ne) && ne.Timeout()
+}
+
+// unknownOutcome reports whether a failed call that was sent may still have
+// run on the server: anything but an error reply from Redis itself (a
+// script that fails changes nothing).
+func unknownOutcome(err error) bool {
+	_, reply := errorReply(err)
+	return err != nil && !reply
+}
+
+// sleep pauses for d unless ctx ends, or the engine closes, first.
+func (e *Engine) sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-e.stop.Done():
+		return ErrClosed
+	case <-t.C:
+		return nil
+	}
+}
+
+// exhaustedPause is the pause before looking at a pool again that had no
+// connection to give (ErrPoolExhausted): nothing was sent, and another
+// goroutine gives one back in a round trip.
+const exhaustedPause = 2 * time.Millisecond
+
+// backoff is the pause before the next try after a failure: 10 ms, then
+// twice the last, up to most.
+func backoff(last, most time.Duration) time.Duration {
+	return min(max(2*last, 10*time.Millisecond), most)
+}

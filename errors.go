@@ -1,0 +1,127 @@
+package atomicredis
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The errors callers test for with errors.Is. Every call's error is an
+// *Error that names the object and what happened, wrapping one of these
+// or the failure that caused it.
+var (
+	// ErrNotAcquired: the server answered, and the lock or permit was not
+	// the caller's: another held it, or the caller was still queued when
+	// its wait or ctx ended (a ctx end wraps ctx.Err() as well). When
+	// Redis could not be reached, the error wraps that failure instead.
+	ErrNotAcquired = errors.New("not acquired")
+	// ErrNotHeld: the caller's lock or permit has expired or passed to
+	// another holder, or the holding is nil.
+	ErrNotHeld = errors.New("not held")
+	// ErrInvalid: an argument, an option or the engine itself (nil or
+	// zero) was rejected; nothing was written.
+	ErrInvalid = errors.New("invalid argument")
+	// ErrClosed: the engine was closed and takes no new locks or permits.
+	ErrClosed = errors.New("engine closed")
+	// ErrNotReplicated: fewer replicas than WithReplicaAck asks for
+	// acknowledged a write in time. An acquisition was abandoned; a
+	// Lock.Extend or Permit.Extend kept what it set.
+	ErrNotReplicated = errors.New("not replicated")
+)
+
+// Error is what the engine's calls return: the object (its kind and
+// name) and what happened to it, which wraps the sentinel errors or the
+// Redis or network failure behind it. Object is "" for errors about the
+// engine itself.
+type Error struct {
+	Object string // one of the Object constants
+	Name   string
+	Err    error
+}
+
+// The objects an Error or an Event names in its Object field.
+const (
+	ObjectLock          = "lock"
+	ObjectReadWriteLock = "read-write lock"
+	ObjectSemaphore     = "semaphore"
+	ObjectRecentList    = "recent list"
+	ObjectMemberSet     = "member set"
+	ObjectActivityGroup = "activity group"
+	ObjectElection      = "election"
+)
+
+func (e *Error) Error() string {
+	if e.Object == "" {
+		return "atomicredis: " + e.Err.Error()
+	}
+	return "atomicredis: " + e.Object + " " + strconv.Quote(e.Name) + ": " + e.Err.Error()
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// kind is a type of object the engine keeps: the noun its errors and
+// events name it by, and the word its keys start with (none for an
+// activity group, whose keys are its shards' and indexes', built by
+// shardKey and indexKey).
+type kind struct {
+	noun, word string
+}
+
+var (
+	kindLock     = &kind{ObjectLock, "lock"}
+	kindRW       = &kind{ObjectReadWriteLock, "rw"}
+	kindSem      = &kind{ObjectSemaphore, "sem"}
+	kindRecent   = &kind{ObjectRecentList, "recent"}
+	kindMembers  = &kind{ObjectMemberSet, "members"}
+	kindActivity = &kind{ObjectActivityGroup, ""}
+	kindElection = &kind{ObjectElection, "election"}
+)
+
+// object is one named object of an engine: it builds its keys and its
+// errors.
+type object struct {
+	kind *kind
+	name string
+	ns   string
+}
+
+// object checks the engine and a name (non-empty, no braces: the engine
+// adds the hash tag itself) and returns the object.
+func (e *Engine) object(k *kind, name string) (object, error) {
+	if err := e.usable(); err != nil {
+		return object{}, err
+	}
+	o := object{kind: k, name: name, ns: e.ns}
+	if name == "" || strings.ContainsAny(name, "{}") {
+		return o, o.errorf("name must be non-empty and contain no braces: %w", ErrInvalid)
+	}
+	return o, nil
+}
+
+// key builds <ns><word>:{<name>}<suffix>, suffix being "" or ":..."; the
+// braces make every key of one object hash to the same cluster slot.
+func (o object) key(suffix string) string {
+	return o.ns + o.kind.word + ":{" + o.name + "}" + suffix
+}
+
+func (o object) err(err error) error {
+	return &Error{Object: o.kind.noun, Name: o.name, Err: err}
+}
+
+func (o object) errorf(format string, args ...any) error {
+	return o.err(fmt.Errorf(format, args...))
+}
+
+// duration resolves an optional duration: 0 is def, anything else must be
+// at least 1 ms (Redis counts in milliseconds).
+func (o object) duration(field string, d, def time.Duration) (time.Duration, error) {
+	switch {
+	case d == 0:
+		return def, nil
+	case d < time.Millisecond:
+		return 0, o.errorf("%s %v: must be 0 (default) or at least 1ms: %w", field, d, ErrInvalid)
+	}
+	return d, nil
+}

@@ -1,11 +1,16 @@
 package atomicredis
 
 import (
+	"context"
+	"errors"
+	"maps"
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
 )
 
 // idsInPart returns n random ids whose place is in partition part.
@@ -15,29 +20,6 @@ func idsInPart(r *rand.Rand, part, n int) []int64 {
 		if v := r.Int64(); placeOf(v).part() == part {
 			ids = append(ids, v)
 		}
-	}
-	return ids
-}
-
-// in is the oracle's ids in partition part.
-func (o activeOracle) in(part int) activeOracle {
-	in := activeOracle{}
-	for p, ids := range o {
-		in[p] = map[int64]bool{}
-		for id := range ids {
-			if placeOf(id).part() == part {
-				in[p][id] = true
-			}
-		}
-	}
-	return in
-}
-
-// shardIDs returns shard s's ids at offsets from, from+step, ... (n of them).
-func shardIDs(s, from, step, n int64) []int64 {
-	ids := make([]int64, n)
-	for i := range ids {
-		ids[i] = s*activeShardIDs + from + int64(i)*step
 	}
 	return ids
 }
@@ -182,6 +164,104 @@ func TestActivityCountOfADeletedSet(t *testing.T) {
 		n, err := e.CountActive(ctx, "gone", "p")
 		if err == nil || !strings.Contains(err.Error(), "was gone 8 plans in a row") {
 			t.Errorf("CountActive with a set deleted = %d, %v; want an error saying a key was gone", n, err)
+		}
+	})
+}
+
+// A count that meets a bucket of the wrong type fails with a WRONGTYPE
+// reply, changes no key and leaves no scratch key, wherever the bucket
+// lies in its script: after unions of other units (OR), intersections
+// (AND), or bitmaps made from buckets (a unit with a dense shard in one
+// period).
+func TestActivityCountFailsCleanly(t *testing.T) {
+	smallTries(t, 4, 8)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		r := rand.New(rand.NewPCG(5, 6))
+		ids := randomIDs(r, 300)
+		for _, p := range []string{"a", "b"} {
+			if err := e.MarkActiveMany(ctx, "wt", p, ids...); err != nil {
+				t.Fatal(err)
+			}
+		}
+		base := int64(9 * activeShardIDs) // a shard dense in c, sparse in d
+		for i := int64(0); i < 8; i++ {
+			if err := e.MarkActiveMany(ctx, "wt", "c", base+2*i); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := e.MarkActiveMany(ctx, "wt", "d", base+1, base+3, base+5, base+7, base+9, base+11, base+13); err != nil {
+			t.Fatal(err)
+		}
+		// In each partition, the bucket of b (or d) that sorts last.
+		last := map[string]string{}
+		for _, k := range s.Keys(t) {
+			tag, rest, ok := strings.Cut(k, "}")
+			if ok && strings.Contains(tag, "act:{wt:") && rest != "" && rest[0] >= '0' && rest[0] <= '9' &&
+				(strings.HasSuffix(rest, ":b") || strings.HasSuffix(rest, ":d")) && s.Must(t, "TYPE", k) == "set" {
+				if key := tag + rest[len(rest)-2:]; k > last[key] {
+					last[key] = k
+				}
+			}
+		}
+		if len(last) < 8 {
+			t.Fatalf("buckets of b and d in %d partitions, want more", len(last))
+		}
+		for _, k := range last {
+			s.Must(t, "DEL", k)
+			s.Must(t, "SET", k, "not a set")
+		}
+		for _, ps := range [][]string{{"a", "b"}, {"c", "d"}} {
+			for name, count := range map[string]func(context.Context, string, ...string) (int64, error){"CountActive": e.CountActive, "CountActiveAll": e.CountActiveAll} {
+				before := s.Snapshot(t)
+				n, err := count(ctx, "wt", ps...)
+				var re redis.Error
+				if !errors.As(err, &re) || !strings.HasPrefix(string(re), "WRONGTYPE ") {
+					t.Errorf("%s(%q) = %d, %v; want a WRONGTYPE reply", name, ps, n, err)
+				}
+				if after := s.Snapshot(t); !maps.Equal(before, after) {
+					t.Errorf("%s(%q): the keys changed:\n%v\n%v", name, ps, before, after)
+				}
+				for _, k := range s.Keys(t) {
+					if strings.Contains(k, "}~") {
+						t.Errorf("%s(%q): scratch key %q left behind", name, ps, k)
+					}
+				}
+			}
+		}
+	})
+}
+
+// A count whose unit holds more buckets than Lua's unpack takes at once
+// (about 8,000: here 9,000 buckets of one id, one partition, beside a
+// period of one bucket) unions them 4,000 keys a command. (Before, OR and
+// AND failed with "too many results to unpack"; with 512-id buckets that
+// is about 3 million ids in one partition, the seed's scale.)
+func TestActivityCountsAHugeUnit(t *testing.T) {
+	smallTries(t, 1, 1<<30)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s, WithCallTimeout(time.Minute)) // 9,000 buckets: miniredis's Lua under -race takes seconds
+		r := rand.New(rand.NewPCG(1, 1))
+		var ids []int64
+		for len(ids) < 9000 {
+			if v := r.Int64(); placeOf(v).part() == 0 {
+				ids = append(ids, v)
+			}
+		}
+		if err := e.MarkActiveMany(ctx, "huge", "y", ids...); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.MarkActive(ctx, "huge", "t", ids[0]); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := e.CountActive(ctx, "huge", "t", "y"); n != 9000 || err != nil {
+			t.Errorf("CountActive(t, y) = %d, %v; want 9000", n, err)
+		}
+		if n, err := e.CountActiveAll(ctx, "huge", "t", "y"); n != 1 || err != nil {
+			t.Errorf("CountActiveAll(t, y) = %d, %v; want 1", n, err)
+		}
+		if n, err := e.CountActiveAll(ctx, "huge", "y", "y"); n != 9000 || err != nil {
+			t.Errorf("CountActiveAll(y, y) = %d, %v; want 9000", n, err)
 		}
 	})
 }

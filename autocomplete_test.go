@@ -2,17 +2,15 @@ package atomicredis
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -238,58 +236,248 @@ func abs(n int) int {
 	return n
 }
 
-func uniqueSorted(in []string) []string {
-	seen := map[string]bool{}
-	var out []string
-	for _, m := range in {
-		if !seen[m] {
-			seen[m] = true
-			out = append(out, m)
-		}
+// majorVersion is the server's major version, from INFO server.
+func majorVersion(s *testserver.Server, t testing.TB) int {
+	t.Helper()
+	text, err := redis.String(s.Do("INFO", "server"))
+	if err != nil {
+		t.Fatal(err)
 	}
-	sort.Strings(out)
-	return out
+	v, ok := testserver.InfoField(text, "redis_version")
+	if !ok {
+		t.Fatal("INFO server has no redis_version")
+	}
+	major, _, _ := strings.Cut(v, ".")
+	n, err := strconv.Atoi(major)
+	if err != nil {
+		t.Fatalf("redis_version %q", v)
+	}
+	return n
 }
 
-func TestActivityManyPeriods(t *testing.T) {
-	servers(t, func(t *testing.T, s *testserver.Server) {
-		// One script reads 2,500 indexes: on miniredis under -race on a busy
-		// machine that can take longer than the default call timeout.
-		ctx, e := ctxT(t), engine(s, WithCallTimeout(30*time.Second))
-		var periods []string
-		for i := 0; i < 2500; i++ {
-			periods = append(periods, "p"+strings.Repeat("x", i%7)+string(rune('0'+i%10))+string(rune('a'+i/10%26))+string(rune('A'+i/260)))
-		}
-		periods = uniqueSorted(periods)
-		for i, p := range periods[:40] {
-			if err := e.MarkActive(ctx, "many", p, int64(i)); err != nil {
-				t.Fatal(err)
+// At maxmemory under noeviction every write is refused, and Suggest's
+// markers are writes; yet Suggest must answer, as ZRANGEBYLEX does: on
+// Redis 7 its script carries the allow-oom flag. The markers come and go
+// within the script, so the set is unchanged afterwards.
+func TestSuggestAtMaxmemory(t *testing.T) {
+	s := privateServer(t, "private redis")
+	ctx, e := ctxT(t), engine(s)
+	members := []string{"", "a", "ab", "abb{", "abc", "abd", "ab\xff", "b", "\xff", "{"}
+	if err := e.AddMembers(ctx, "oom", members...); err != nil {
+		t.Fatal(err)
+	}
+	key := s.NS + "members:{oom}"
+	before, _ := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES"))
+
+	limit := limitMemory(s, t, "noeviction", 1<<20)
+	n, err := fill(s, t, 0, 10000)
+	if !isOOM(err) {
+		t.Fatalf("%d filler writes, then %v: want an OOM error", n, err)
+	}
+	t.Logf("maxmemory %d, used_memory %d after %d filler writes: %v", limit, info(s, t, "used_memory"), n, err)
+	if _, err := s.Do("SET", s.NS+"one-more", "x"); !isOOM(err) {
+		t.Fatalf("SET at maxmemory: %v, want OOM", err)
+	}
+	if got, err := redis.Strings(s.Do("ZRANGEBYLEX", key, "[ab", "(ac")); err != nil || !slices.Equal(got, []string{"ab", "abb{", "abc", "abd", "ab\xff"}) {
+		t.Errorf("ZRANGEBYLEX at maxmemory: %q, %v", got, err)
+	}
+
+	// The plain script, the only one before Redis 7, is refused at its
+	// first marker.
+	c := s.Pool.Get()
+	_, err = scriptSuggest.Do(c, key, "ab", 10)
+	c.Close()
+	if !isOOM(err) {
+		t.Errorf("the plain suggest script at maxmemory: %v, want OOM", err)
+	}
+
+	flagged := majorVersion(s, t) >= 7
+	sorted := uniqueSorted(members)
+	for _, c := range []struct {
+		prefix string
+		limit  int
+	}{{"ab", 10}, {"ab", 2}, {"abc", 10}, {"abz", 10}, {"", 3}, {"\xff", 10}, {"\xff\xff", 10}, {"{", 5}} {
+		got, err := e.Suggest(ctx, "oom", c.prefix, c.limit)
+		want := oracle(sorted, c.prefix, c.limit)
+		switch {
+		case !flagged && c.prefix != "": // no markers for the empty prefix
+			if !isOOM(err) {
+				t.Errorf("Suggest(%q, %d) at maxmemory before Redis 7 = %q, %v; want OOM", c.prefix, c.limit, got, err)
 			}
+		case err != nil || !slices.Equal(got, want):
+			t.Errorf("Suggest(%q, %d) at maxmemory = %q, %v; want %q", c.prefix, c.limit, got, err, want)
 		}
-		if err := e.MarkActive(ctx, "many", periods[len(periods)-1], 1000); err != nil {
+	}
+	if e.plainSuggest.Load() == flagged {
+		t.Errorf("Redis %d: the engine fell back to the plain script: %v", majorVersion(s, t), e.plainSuggest.Load())
+	}
+	if after, _ := redis.Strings(s.Do("ZRANGE", key, 0, -1, "WITHSCORES")); !slices.Equal(after, before) {
+		t.Errorf("Suggest at maxmemory changed the set: %q -> %q", before, after)
+	}
+	if _, err := s.Do("SET", s.NS+"one-more", "x"); !isOOM(err) {
+		t.Errorf("SET after the queries: %v, want OOM still", err)
+	}
+}
+
+// Where the server refuses the allow-oom shebang (miniredis here, Redis
+// before 7), Suggest falls back to the plain script, once per engine, even
+// when the first queries race; elsewhere it keeps the flagged one, and no
+// other error (WRONGTYPE) makes it fall back.
+func TestSuggestShebangFallback(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		wantPlain := s.Mini != nil || majorVersion(s, t) < 7
+		s.Must(t, "RPUSH", s.NS+"members:{list}", "x")
+		if _, err := e.Suggest(ctx, "list", "x", 1); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Errorf("Suggest on a list: %v, want WRONGTYPE", err)
+		}
+		if got := e.plainSuggest.Load(); got != wantPlain {
+			t.Errorf("%s: after a WRONGTYPE query plainSuggest = %v, want %v", s.Name, got, wantPlain)
+		}
+
+		e = engine(s)
+		if err := e.AddMembers(ctx, "f", "ab", "abc", "b"); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := e.CountActive(ctx, "many", periods...); n != 41 || err != nil {
-			t.Errorf("CountActive over %d periods = %d, %v; want 41", len(periods), n, err)
+		var wg sync.WaitGroup
+		for i := 0; i < 8; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				got, err := e.Suggest(ctx, "f", "ab", 10)
+				if err != nil || !slices.Equal(got, []string{"ab", "abc"}) {
+					t.Errorf("Suggest = %q, %v", got, err)
+				}
+			}()
 		}
-		if ks := s.Keys(t); len(ks) != 4*41 {
-			t.Errorf("%d keys, want 164: an index, a directory, a bucket and v3's guarded key of shard 0 for each of 41 periods", len(ks))
+		wg.Wait()
+		if got := e.plainSuggest.Load(); got != wantPlain {
+			t.Errorf("%s: plainSuggest = %v, want %v", s.Name, got, wantPlain)
+		}
+		if got, err := e.Suggest(ctx, "f", "b", 10); err != nil || !slices.Equal(got, []string{"b"}) {
+			t.Errorf("a later Suggest = %q, %v", got, err)
 		}
 	})
 }
 
-func TestActivityBadID(t *testing.T) {
-	s := testserver.Mini(t)
-	ctx, e := ctxT(t), engine(s)
-	for _, id := range []int64{-1, math.MinInt64, -1 << 62} {
-		if err := e.MarkActive(ctx, "g", "p", id); !errors.Is(err, ErrInvalid) {
-			t.Errorf("MarkActive id %d: %v", id, err)
+// SuggestRecent's tiers (exact, prefix, then suffix and contains
+// merged), each most recent first, cut at the limit.
+func TestSuggestRecentTiers(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		// Added oldest first, so the list reads newest first:
+		// Salvador AL alba Kalinda Al ALEX al Natalia xyz a.
+		for _, item := range []string{"a", "xyz", "Natalia", "al", "ALEX", "Al", "Kalinda", "alba", "AL", "Salvador"} {
+			if err := e.AddRecent(ctx, "tiers", item); err != nil {
+				t.Fatal(err)
+			}
 		}
-		if _, err := e.IsActive(ctx, "g", "p", id); !errors.Is(err, ErrInvalid) {
-			t.Errorf("IsActive id %d: %v", id, err)
+		all := []string{"Salvador", "AL", "alba", "Kalinda", "Al", "ALEX", "al", "Natalia", "xyz", "a"}
+		for _, c := range []struct {
+			query string
+			limit int
+			want  []string
+		}{
+			{"aL", 10, []string{"AL", "Al", "al", "alba", "ALEX", "Salvador", "Kalinda", "Natalia"}},
+			{"al", 2, []string{"AL", "Al"}},               // the limit falls inside the exact tier
+			{"AL", 4, []string{"AL", "Al", "al", "alba"}}, // ... inside the prefix tier
+			{"Al", 6, []string{"AL", "Al", "al", "alba", "ALEX", "Salvador"}},
+			{"", 100, all}, // every item starts with the empty query
+			{"ALBA", 10, []string{"alba"}},
+			{"z", 10, []string{"xyz"}},
+			{"x", 10, []string{"xyz", "ALEX"}},
+			{"A", 3, []string{"a", "AL", "alba"}}, // one exact match, then the prefix tier from the newest
+			{"lind", 10, []string{"Kalinda"}},
+			{"nope", 10, nil},
+			{"al%", 10, nil}, // Lua pattern characters are plain bytes
+			{".", 10, nil},
+		} {
+			got, err := e.SuggestRecent(ctx, "tiers", c.query, c.limit)
+			if err != nil || !slices.Equal(got, c.want) {
+				t.Errorf("SuggestRecent(%q, %d) = %q, %v; want %q", c.query, c.limit, got, err, c.want)
+			}
+		}
+	})
+}
+
+// foldASCII lowers A-Z only, as the script does.
+func foldASCII(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
 		}
 	}
-	if _, err := e.CountActive(ctx, "g"); !errors.Is(err, ErrInvalid) {
-		t.Errorf("CountActive with no periods: %v", err)
+	return string(b)
+}
+
+// recentOracle is what SuggestRecent must return for a list read newest
+// first.
+func recentOracle(list []string, query string, limit int) []string {
+	q := foldASCII(query)
+	var tiers [3][]string
+	for _, item := range list {
+		switch f := foldASCII(item); {
+		case f == q:
+			tiers[0] = append(tiers[0], item)
+		case strings.HasPrefix(f, q):
+			tiers[1] = append(tiers[1], item)
+		case strings.Contains(f, q):
+			tiers[2] = append(tiers[2], item)
+		}
 	}
+	out := append(append(tiers[0], tiers[1]...), tiers[2]...)
+	return out[:min(limit, len(out))]
+}
+
+// recentAlphabet mixes cases, multi-byte letters whose bytes fold to nothing
+// (é, Å), and Lua's pattern characters.
+var recentAlphabet = []string{"a", "A", "b", "B", "z", "é", "Å", "å", "%", ".", "[", "^", "-", " "}
+
+func randomItem(r *rand.Rand, maxLen int) string {
+	var b strings.Builder
+	for n := r.IntN(maxLen + 1); n > 0; n-- {
+		b.WriteString(recentAlphabet[r.IntN(len(recentAlphabet))])
+	}
+	return b.String()
+}
+
+// SuggestRecent against the oracle over random lists and queries.
+func TestSuggestRecentOracle(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s, WithRecentCapacity(40))
+		r := rand.New(rand.NewPCG(19, 1))
+		lists, queries := 12, 25
+		if testing.Short() {
+			lists = 4
+		}
+		for l := 0; l < lists; l++ {
+			name := "o" + string(rune('a'+l))
+			for i := 0; i < 60; i++ {
+				if item := randomItem(r, 5); item != "" {
+					if err := e.AddRecent(ctx, name, item); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			list, err := redis.Strings(s.Do("LRANGE", s.NS+"recent:{"+name+"}", 0, -1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for q := 0; q < queries; q++ {
+				query := randomItem(r, 3)
+				if q%3 == 0 { // often a piece of an item, so that tiers fill
+					item := list[r.IntN(len(list))]
+					i := r.IntN(len(item) + 1)
+					query = item[i:min(len(item), i+1+r.IntN(3))]
+				}
+				for _, limit := range []int{1, 3, 100} {
+					got, err := e.SuggestRecent(ctx, name, query, limit)
+					if want := recentOracle(list, query, limit); err != nil || !slices.Equal(got, want) {
+						t.Fatalf("SuggestRecent(%q, %d) over %q = %q, %v; want %q", query, limit, list, got, err, want)
+					}
+				}
+			}
+		}
+	})
 }

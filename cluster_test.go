@@ -6,10 +6,8 @@ package atomicredis
 // clusters of their own (failover_test.go).
 
 import (
-	"context"
 	"fmt"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,17 +102,6 @@ func TestClusterSpread(t *testing.T) {
 	if want := 24 * 5; total < want { // lock, fence, semaphore keys, recent, members, bitmap
 		t.Errorf("%d keys in all, want at least %d", total, want)
 	}
-}
-
-// countingGets counts the connections a pool hands out.
-type countingGets struct {
-	Pool
-	n atomic.Int64
-}
-
-func (p *countingGets) GetContext(ctx context.Context) (redis.Conn, error) {
-	p.n.Add(1)
-	return p.Pool.GetContext(ctx)
 }
 
 // monitorNode collects what MONITOR shows on addr until stop is called.
@@ -232,5 +219,20 @@ func TestClusterOneRoundTrip(t *testing.T) {
 	}
 	if movedAfter != movedBefore {
 		t.Logf("note: %d MOVED replies on the primaries meanwhile (from this test or another sharing the cluster)", movedAfter-movedBefore)
+	}
+}
+
+// hashSlot agrees with the tests' keySlot (checked against the cluster
+// specification), and tagIn finds a tag in any range.
+func TestHashSlot(t *testing.T) {
+	for _, tag := range []string{"", "a", "foo", "user1000", "cart:42", "\xff\x00"} {
+		if got, want := hashSlot(tag), keySlot("{"+tag+"}"); tag != "" && got != want {
+			t.Errorf("hashSlot(%q) = %d, want %d", tag, got, want)
+		}
+	}
+	for _, r := range [][2]int{{0, 0}, {16383, 16383}, {5461, 10922}, {1234, 1234}} {
+		if s := int(hashSlot(tagIn(r[0], r[1]))); s < r[0] || s > r[1] {
+			t.Errorf("tagIn(%d, %d): slot %d", r[0], r[1], s)
+		}
 	}
 }

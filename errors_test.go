@@ -1,103 +1,14 @@
 package atomicredis
 
 import (
-	"context"
 	"errors"
 	"log/slog"
-	"net"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
-	"github.com/gomodule/redigo/redis"
 )
-
-// An Unlock that Redis never answers names why (the last attempt's
-// failure), and matches context.DeadlineExceeded only when the caller's
-// context ended.
-func TestUnlockNamesItsCause(t *testing.T) {
-	t.Parallel() // a server of its own; it waits out a ReleaseTimeout or a held-back reply
-	s := testserver.Mini(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := ln.Addr().String()
-	ln.Close() // nothing listens there now
-	var down atomic.Bool
-	pool := &redis.Pool{Dial: func() (redis.Conn, error) {
-		if down.Load() {
-			return redis.Dial("tcp", refused)
-		}
-		return redis.Dial("tcp", s.Mini.Addr())
-	}}
-	t.Cleanup(func() { pool.Close() })
-	e := New(pool, WithNamespace(s.NS))
-	t.Cleanup(func() { down.Store(false); e.Close(context.Background()) })
-	ctx := ctxT(t)
-	var ls []*Lock
-	for i := 0; i < 2; i++ {
-		l, err := e.TryLock(ctx, "cause"+string(rune('a'+i)), LockOptions{TTL: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ls = append(ls, l)
-	}
-	down.Store(true)
-	err = ls[0].Unlock(context.Background())
-	if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, syscall.ECONNREFUSED) ||
-		!strings.Contains(err.Error(), "connection refused") {
-		t.Errorf("Unlock with Redis down and no deadline of the caller's: %v; want the refused connection named, not DeadlineExceeded", err)
-	}
-	cctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	<-cctx.Done()
-	if err := ls[1].Unlock(cctx); !errors.Is(err, context.DeadlineExceeded) {
-		t.Errorf("Unlock with Redis down and the caller's ctx past its deadline: %v; want DeadlineExceeded", err)
-	}
-}
-
-// A holding's context says why it ended: a loss is an *Error wrapping
-// ErrNotHeld, a release says so.
-func TestHoldingContextCause(t *testing.T) {
-	s := testserver.Mini(t)
-	s.Realtime(t)
-	ctx, e := ctxT(t), engine(s)
-	lost, err := e.TryLock(ctx, "lost", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lctx, cancel := lost.Context(context.Background())
-	defer cancel()
-	if _, err := e.ForceUnlock(ctx, "lost"); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-lctx.Done():
-	case <-time.After(5 * time.Second):
-		t.Fatal("a lost lock's context did not end within 5s")
-	}
-	var ae *Error
-	if cause := context.Cause(lctx); !errors.Is(cause, ErrNotHeld) || !errors.As(cause, &ae) || ae.Object != ObjectLock {
-		t.Errorf("a lost lock's context cause: %v, want an *Error about a lock wrapping ErrNotHeld", cause)
-	}
-	rel, err := e.TryLock(ctx, "released", LockOptions{TTL: time.Minute})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, cancel := rel.Context(context.Background())
-	defer cancel()
-	if err := rel.Unlock(ctx); err != nil {
-		t.Fatal(err)
-	}
-	<-rctx.Done()
-	if cause := context.Cause(rctx); !errors.As(cause, &ae) || !strings.Contains(cause.Error(), "released") || errors.Is(cause, ErrNotHeld) {
-		t.Errorf("a released lock's context cause: %v, want an *Error saying it was released", cause)
-	}
-}
 
 // An error returned to the caller is the caller's to log: an Unlock that
 // finds its lease run out returns ErrNotHeld, and the logger gets no second
@@ -155,12 +66,49 @@ func TestObjectsAndTryIgnoresWait(t *testing.T) {
 	p.Release(ctx)
 }
 
-// A nil *redis.Pool (a typed nil in the Pool interface) is a nil pool:
-// every call returns ErrInvalid, and New does not panic.
-func TestTypedNilPool(t *testing.T) {
-	var p *redis.Pool
-	e := New(p)
-	if _, err := e.TryLock(ctxT(t), "x", LockOptions{}); !errors.Is(err, ErrInvalid) {
-		t.Errorf("TryLock on an engine of a nil *redis.Pool: %v, want ErrInvalid", err)
+// Errors name the package once and say what happened to which object.
+func TestErrorMessages(t *testing.T) {
+	s := testserver.Mini(t)
+	ctx, e := ctxT(t), engine(s)
+	var ps []*Permit
+	for i := 0; i < 3; i++ {
+		p, err := e.TryAcquireSemaphore(ctx, "jobs", SemaphoreOptions{Limit: 3, TTL: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps = append(ps, p)
+	}
+	l, err := e.TryLock(ctx, "cart:1", LockOptions{TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, semErr := e.TryAcquireSemaphore(ctx, "jobs", SemaphoreOptions{})
+	_, lockErr := e.TryLock(ctx, "cart:1", LockOptions{})
+	_, waitErr := e.Lock(ctx, "cart:1", LockOptions{Wait: 30 * time.Millisecond})
+	_, badErr := e.Lock(ctx, "cart:1", LockOptions{Wait: -time.Second})
+	l.Unlock(ctx)
+	for _, c := range []struct {
+		err  error
+		is   error
+		want string
+	}{
+		{semErr, ErrNotAcquired, `atomicredis: semaphore "jobs": 3 of 3 held, none free; the first permit times out in `},
+		{lockErr, ErrNotAcquired, `atomicredis: lock "cart:1": held by another; its lease ends in `},
+		{waitErr, ErrNotAcquired, `atomicredis: lock "cart:1": waited 30ms, 0 ahead in the queue: not acquired`},
+		{badErr, ErrInvalid, `atomicredis: lock "cart:1": Wait -1s: must be 0 (default) or at least 1ms: invalid argument`},
+		{l.Unlock(ctx), ErrNotHeld, `atomicredis: lock "cart:1": fence `},
+		{(*Lock)(nil).Unlock(ctx), ErrNotHeld, `atomicredis: nil lock: not held`},
+		{New(nil).AddRecent(ctx, "l", "x"), ErrInvalid, `atomicredis: nil pool: invalid argument`},
+	} {
+		if c.err == nil || !errors.Is(c.err, c.is) || !strings.HasPrefix(c.err.Error(), c.want) || strings.Count(c.err.Error(), "atomicredis") != 1 {
+			t.Errorf("error %q (is %v: %v), want it to start %q and name the package once", c.err, c.is, errors.Is(c.err, c.is), c.want)
+		}
+		var e *Error
+		if !errors.As(c.err, &e) {
+			t.Errorf("%v is not an *Error", c.err)
+		}
+	}
+	for _, p := range ps {
+		p.Release(ctx)
 	}
 }

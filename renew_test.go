@@ -14,27 +14,6 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-// events records an engine's events by type and name.
-type events struct {
-	mu sync.Mutex
-	by map[EventType][]Event
-}
-
-func (ev *events) observe(e Event) {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	if ev.by == nil {
-		ev.by = map[EventType][]Event{}
-	}
-	ev.by[e.Type] = append(ev.by[e.Type], e)
-}
-
-func (ev *events) of(t EventType) []Event {
-	ev.mu.Lock()
-	defer ev.mu.Unlock()
-	return append([]Event(nil), ev.by[t]...)
-}
-
 // held is a holding of any kind, as the renewal tests take them.
 type heldThing interface {
 	Lost() <-chan struct{}
@@ -493,4 +472,130 @@ func TestRenewalWaitsForReplicas(t *testing.T) {
 			t.Errorf("holding r%d: renewals unacknowledged past its lease, and Lost still open (%d failed extensions)", i, len(rec.of(EventExtendFailed)))
 		}
 	}
+}
+
+func TestWatchdogLost(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
+		if n := watchdogs(); n != 0 {
+			t.Fatalf("%d watchdogs before the test", n)
+		}
+		l, err := e.TryLock(ctx, "gone", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Must(t, "DEL", s.NS+"lock:{gone}")
+		select {
+		case <-l.Lost():
+		case <-time.After(3 * time.Second):
+			t.Fatal("Lost did not close after the key vanished")
+		}
+		waitWatchdogs(t, 0)
+		if err := l.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Unlock of a lost lock: %v", err)
+		}
+	})
+}
+
+// A watchdog holding is lost when its span runs out after its last
+// extension even while the renewer waits on another batch's reply (here
+// 1.5 s late, within the call's timeout): its Context ends before another
+// engine can take it. (Before, only the renewer ended it, once the slow
+// batch returned: another engine held b while b's Context was live.)
+func TestStalledBatchHidesNoLoss(t *testing.T) {
+	testserver.Parallel(t) // waits out a lease
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("a plain pool in front of one server")
+		}
+		s.Realtime(t)
+		ctx := ctxT(t)
+		sp := &stallPool{p: s.Pool, stallFor: 1500 * time.Millisecond}
+		e := New(sp, WithNamespace(s.NS))
+		defer e.Close(ctx)
+		other := engine(s)
+		a, err := e.TryLock(ctx, "a", LockOptions{TTL: 3 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Unlock(ctx)
+		time.Sleep(500 * time.Millisecond)
+		sp.stall.Store(true) // a's next batch, at about 1 s, gets its reply 1.5 s late
+		time.Sleep(700 * time.Millisecond)
+		sp.stall.Store(false)
+		b, err := e.TryLock(ctx, "b", LockOptions{TTL: time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		work, stop := b.Context(ctx)
+		defer stop()
+		time.Sleep(1150 * time.Millisecond)
+		o, err := other.TryLock(ctx, "b", LockOptions{TTL: 10 * time.Second})
+		if err == nil && work.Err() == nil {
+			t.Errorf("another engine holds b while b's Context is live")
+		}
+		if o != nil {
+			o.Unlock(ctx)
+		}
+	})
+}
+
+// Unlock stops the watchdog itself, before it returns: the goroutine is
+// gone at once (not at its next wake-up, when an extension would find the lock
+// gone) and no extension is sent afterwards.
+func TestUnlockStopsWatchdog(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		pool := &countingPool{Pool: s.Pool}
+		e := New(pool, WithNamespace(s.NS))
+		waitWatchdogs(t, 0)
+		if t.Failed() {
+			t.Fatal("another test left a watchdog running")
+		}
+
+		// A 30s lease: the watchdog next wakes after 10s, so only Unlock can
+		// end it within waitWatchdogs' two seconds.
+		long, err := e.TryLock(ctx, "long", LockOptions{TTL: 30 * time.Second, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitWatchdogs(t, 1)
+		if err := long.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		waitWatchdogs(t, 0)
+
+		// A 300ms lease extends every 100ms: after Unlock, nothing is sent.
+		short, err := e.TryLock(ctx, "short", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		taken := pool.gets.Load()
+		for deadline := time.Now().Add(2 * time.Second); pool.gets.Load() == taken; time.Sleep(time.Millisecond) {
+			if time.Now().After(deadline) {
+				t.Fatal("no extension in 2s (one is due every 100ms): the watchdog is not running, the test is blind")
+			}
+		}
+		if err := short.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		unlocked := pool.gets.Load()
+		time.Sleep(400 * time.Millisecond) // four extension periods
+		if n := pool.gets.Load() - unlocked; n != 0 {
+			t.Errorf("%d calls sent after Unlock returned, want none", n)
+		}
+		waitWatchdogs(t, 0)
+
+		// A new holder's short lease runs out on time: nothing extends it.
+		next, err := e.TryLock(ctx, "short", LockOptions{TTL: 200 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(250 * time.Millisecond)
+		if held, err := next.Held(ctx); held || err != nil {
+			t.Errorf("the next holder's 200ms lease after 250ms: Held = %v, %v", held, err)
+		}
+	})
 }

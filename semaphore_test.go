@@ -5,10 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"regexp"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -643,5 +647,1091 @@ func TestSemaphoreScriptsReadPermitsFirst(t *testing.T) {
 			_, err := e.call(ctx, scriptSemAcquire, args, false, 0)
 			return err
 		})
+	})
+}
+
+// SetSemaphoreLimit under holders and waiters: raising it admits waiters
+// at once, lowering it admits nobody until the holders are under it, and
+// the limit stays while the semaphore is idle.
+func TestSetSemaphoreLimit(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
+		e.queueTTL = slowExtensions // an admission must come by wake-up
+		var held []*Permit
+		for i := 0; i < 2; i++ {
+			p, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 2, TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			held = append(held, p)
+		}
+		got := make(chan *Permit, 3)
+		for i := 0; i < 3; i++ {
+			go func() {
+				p, err := e.AcquireSemaphore(ctx, "exp", SemaphoreOptions{TTL: time.Minute, Wait: time.Minute})
+				if err != nil {
+					t.Error(err)
+				}
+				got <- p
+			}()
+			waitQueued(s, t, s.NS+"sem:{exp}:queue", i+1)
+		}
+		if err := e.SetSemaphoreLimit(ctx, "exp", 3); err != nil {
+			t.Fatal(err)
+		}
+		var admitted []*Permit
+		select {
+		case p := <-got:
+			admitted = append(admitted, p)
+		case <-time.After(5 * time.Second):
+			t.Fatal("raising the limit admitted nobody within 5s")
+		}
+		if info, err := e.SemaphoreInfo(ctx, "exp"); err != nil || semCounts(info) != (semInfoCounts{Limit: 3, Holders: 3, Waiting: 2}) {
+			t.Errorf("after raising: %+v, %v; want limit 3, 3 holders, 2 waiting", info, err)
+		}
+		if err := e.SetSemaphoreLimit(ctx, "exp", 1); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range held { // 3 held, then 1: still not under the limit
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		select {
+		case p := <-got:
+			t.Fatalf("admitted fence %d with 1 holder and the limit lowered to 1", p.Fence())
+		case <-time.After(200 * time.Millisecond):
+		}
+		if err := admitted[0].Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case p := <-got:
+			admitted = append(admitted, p)
+		case <-time.After(5 * time.Second):
+			t.Fatal("nobody admitted once the holders were under the lowered limit")
+		}
+		if info, err := e.SemaphoreInfo(ctx, "exp"); err != nil || semCounts(info) != (semInfoCounts{Limit: 1, Holders: 1, Waiting: 1}) {
+			t.Errorf("after lowering: %+v, %v; want limit 1, 1 holder, 1 waiting", info, err)
+		}
+		admitted[1].Release(ctx)
+		(<-got).Release(ctx)
+		if info, err := e.SemaphoreInfo(ctx, "exp"); err != nil || semCounts(info) != (semInfoCounts{Limit: 1}) {
+			t.Errorf("idle: %+v, %v; want the set limit 1 kept", info, err)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("second permit under the set limit 1 (asking 5): %v", err)
+		}
+	})
+}
+
+// A permit with a watchdog is held past several TTLs, and its Lost closes
+// when it is deleted behind its back.
+func TestPermitWatchdog(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
+		const ttl = 300 * time.Millisecond
+		p, err := e.TryAcquireSemaphore(ctx, "wd", SemaphoreOptions{Limit: 1, TTL: ttl, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(4 * ttl)
+		if held, err := p.Held(ctx); !held || err != nil {
+			t.Fatalf("after 4 TTLs with a watchdog: Held = %v, %v", held, err)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "wd", SemaphoreOptions{Limit: 1}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("a second permit while the watched one lives: %v", err)
+		}
+		s.Must(t, "ZREM", s.NS+"sem:{wd}", p.Token())
+		select {
+		case <-p.Lost():
+		case <-time.After(5 * time.Second):
+			t.Fatal("Lost still open 5s after the permit was deleted")
+		}
+		if err := p.Release(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Release of a lost permit: %v, want ErrNotHeld", err)
+		}
+		if n, _ := redis.Int(s.Do("ZCARD", s.NS+"sem:{wd}:owner")); n != 0 {
+			t.Errorf("%d owner entries left", n)
+		}
+	})
+}
+
+// semOwners is semaphore name's owners hash: permit token -> Owner.
+func semOwners(t *testing.T, s *testserver.Server, name string) map[string]string {
+	t.Helper()
+	m, err := redis.StringMap(s.Do("HGETALL", s.NS+"sem:{"+name+"}:owners"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// semInfo is SemaphoreInfo, failing t on an error.
+func semInfo(t *testing.T, e *Engine, name string) SemaphoreInfo {
+	t.Helper()
+	info, err := e.SemaphoreInfo(ctxT(t), name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// permitInfo is the permit SemaphoreInfo lists with token, or false.
+func permitInfo(info SemaphoreInfo, token string) (PermitInfo, bool) {
+	for _, p := range info.Permits {
+		if p.Token == token {
+			return p, true
+		}
+	}
+	return PermitInfo{}, false
+}
+
+// A permit's Owner is stored with it: SemaphoreInfo lists it with the
+// permit's token, fence and time left, Owner reads it, SetOwner changes
+// it and nothing else, Extend keeps it, Release removes it. A permit
+// without one writes nothing.
+func TestOwnerStoredWithPermits(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		o := SemaphoreOptions{Limit: 3, TTL: 3 * time.Second}
+		o.Owner = ownerBytes
+		p1, err := e.TryAcquireSemaphore(ctx, "o", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Owner = ""
+		p2, err := e.TryAcquireSemaphore(ctx, "o", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := semOwners(t, s, "o"); len(got) != 1 || got[p1.Token()] != ownerBytes || p1.Owner() != ownerBytes || p2.Owner() != "" {
+			t.Fatalf("owners hash %q, Owner() %q and %q; want only p1's", got, p1.Owner(), p2.Owner())
+		}
+		info := semInfo(t, e, "o")
+		if semCounts(info) != (semInfoCounts{Limit: 3, Holders: 2}) || len(info.Permits) != 2 {
+			t.Fatalf("SemaphoreInfo %+v, want 2 permits listed", info)
+		}
+		for _, c := range []struct {
+			p     *Permit
+			owner string
+		}{{p1, ownerBytes}, {p2, ""}} {
+			got, ok := permitInfo(info, c.p.Token())
+			if !ok || got.Fence != c.p.Fence() || got.Owner != c.owner || got.TTL <= 2*time.Second || got.TTL > 3*time.Second {
+				t.Errorf("SemaphoreInfo lists %+v (%v) for permit %s fence %d, want Owner %q and a TTL near 3s", got, ok, c.p.Token(), c.p.Fence(), c.owner)
+			}
+		}
+
+		if err := p1.SetOwner(ctx, "renamed"); err != nil {
+			t.Fatal(err)
+		}
+		if err := p2.SetOwner(ctx, "late"); err != nil {
+			t.Fatal(err)
+		}
+		after := semInfo(t, e, "o")
+		for _, c := range []struct {
+			p     *Permit
+			owner string
+		}{{p1, "renamed"}, {p2, "late"}} {
+			was, _ := permitInfo(info, c.p.Token())
+			got, _ := permitInfo(after, c.p.Token())
+			if got.Owner != c.owner || c.p.Owner() != c.owner || got.Fence != was.Fence || got.TTL > was.TTL || got.TTL <= 0 {
+				t.Errorf("after SetOwner(%q): %+v, Owner() %q; before %+v", c.owner, got, c.p.Owner(), was)
+			}
+		}
+		if err := p1.Extend(ctx, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := permitInfo(semInfo(t, e, "o"), p1.Token()); got.Owner != "renamed" || got.TTL <= 3*time.Second {
+			t.Errorf("after Extend(10s): %+v, want Owner \"renamed\" and 10s", got)
+		}
+		if err := p2.SetOwner(ctx, ""); err != nil {
+			t.Fatal(err)
+		}
+		if got := semOwners(t, s, "o"); len(got) != 1 || p2.Owner() != "" {
+			t.Errorf("after SetOwner(\"\"): owners hash %q, Owner() %q", got, p2.Owner())
+		}
+		if err := p1.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := semOwners(t, s, "o"); len(got) != 0 {
+			t.Errorf("after Release: owners hash %q", got)
+		}
+		if err := p1.SetOwner(ctx, "gone"); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("SetOwner after Release: %v, want ErrNotHeld", err)
+		}
+		if got := semOwners(t, s, "o"); len(got) != 0 {
+			t.Errorf("a released permit's SetOwner wrote %q", got)
+		}
+		p2.Release(ctx)
+		for _, k := range s.Keys(t) { // the counter stays, and an extension number until its TTL
+			if !strings.HasSuffix(k, ":counter") && !strings.Contains(k, ":seq:") {
+				t.Errorf("key left after the last Release: %q", k)
+			}
+		}
+	})
+}
+
+// A waiter's Owner comes with the permit a release hands it, there before
+// the waiter confirms.
+func TestOwnerHandedWithPermits(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		p, err := e.TryAcquireSemaphore(ctx, "h", SemaphoreOptions{Limit: 1, TTL: 3 * time.Second, Owner: "first"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan *Permit, 1)
+		go func() {
+			w, err := e.AcquireSemaphore(ctx, "h", SemaphoreOptions{Wait: 5 * time.Second, Owner: "waiter"})
+			if err != nil {
+				t.Error(err)
+			}
+			got <- w
+		}()
+		waitFor(t, func() bool { return semInfo(t, e, "h").Waiting == 1 })
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// Read before the waiter's engine has confirmed anything: the
+		// release's own script stored it.
+		if owners := semOwners(t, s, "h"); len(owners) != 1 || !strings.HasPrefix(mapValue(owners), "waiter") {
+			t.Errorf("owners hash right after the handoff %q, want the waiter's", owners)
+		}
+		w := <-got
+		if w == nil {
+			return
+		}
+		info := semInfo(t, e, "h")
+		if pi, _ := permitInfo(info, w.Token()); pi.Owner != "waiter" || w.Owner() != "waiter" || len(info.Permits) != 1 {
+			t.Errorf("after the handoff: %+v, Owner() %q", info, w.Owner())
+		}
+		if err := w.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if owners := semOwners(t, s, "h"); len(owners) != 0 {
+			t.Errorf("owners hash after the last release: %q", owners)
+		}
+	})
+}
+
+// mapValue is m's one value.
+func mapValue(m map[string]string) string {
+	for _, v := range m {
+		return v
+	}
+	return ""
+}
+
+// A permit's Owner goes when the permit does however it goes: purged
+// after it timed out (by another's acquisition, or by its own holder's
+// late extension), abandoned; and the watchdog keeps it.
+func TestOwnerLeavesWithPermits(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		o := SemaphoreOptions{Limit: 5, TTL: 100 * time.Millisecond}
+		stays, err := e.TryAcquireSemaphore(ctx, "p", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Owner = "purged"
+		purged, err := e.TryAcquireSemaphore(ctx, "p", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Owner = "late"
+		late, err := e.TryAcquireSemaphore(ctx, "p", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dog, err := e.TryAcquireSemaphore(ctx, "p", SemaphoreOptions{Limit: 5, TTL: 300 * time.Millisecond, Watchdog: true, Owner: "dog"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(400 * time.Millisecond) // two permits time out; the watchdog's lives
+		if owners := semOwners(t, s, "p"); len(owners) != 3 {
+			t.Fatalf("owners hash %q before anything purged: the test proves nothing", owners)
+		}
+		if err := late.SetOwner(ctx, "too late"); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("SetOwner on a timed-out permit: %v, want ErrNotHeld", err)
+		}
+		if got := semOwners(t, s, "p")[late.Token()]; got != "late" {
+			t.Errorf("SetOwner on a timed-out permit stored %q", got)
+		}
+		// The other late holder's extension finds its permit gone: it
+		// removes it, and purges the other timed-out one, Owners and all.
+		// (late's holding ended when SetOwner found it gone: nothing is sent
+		// for it any more.)
+		if err := purged.Extend(ctx, 0); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Extend of a timed-out permit: %v", err)
+		}
+		if owners := semOwners(t, s, "p"); len(owners) != 1 || owners[dog.Token()] != "dog" {
+			t.Errorf("owners hash after a late Extend purged two: %q, want only the watchdog's", owners)
+		}
+		if info := semInfo(t, e, "p"); info.Holders != 2 {
+			t.Errorf("SemaphoreInfo %+v, want 2 holders", info)
+		}
+		if err := late.Release(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Errorf("Release of a purged permit: %v", err)
+		}
+
+		// Purged by another's acquisition.
+		o.Owner = "purged too"
+		if _, err := e.TryAcquireSemaphore(ctx, "p", o); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(150 * time.Millisecond)
+		next, err := e.TryAcquireSemaphore(ctx, "p", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if owners := semOwners(t, s, "p"); len(owners) != 1 || owners[dog.Token()] != "dog" {
+			t.Errorf("owners hash after an acquisition purged a timed-out permit: %q, want only the watchdog's", owners)
+		}
+
+		// Abandoned (as a waiter gives up when the grant crossed its
+		// timeout).
+		gone, err := e.TryAcquireSemaphore(ctx, "p", SemaphoreOptions{Limit: 5, TTL: time.Minute, Owner: "abandoned"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := s.Pool.Get()
+		defer c.Close()
+		k := func(suffix string) any { return s.NS + "sem:{p}" + suffix }
+		if _, err := scriptSemAbandon.Do(c, k(""), k(":owner"), k(":counter"), k(":limit"), k(":queue"), k(":waiters"), k(":owners"),
+			k(":void:"+gone.Token()), gone.Token(), 1000, time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
+			t.Fatal(err)
+		}
+		if owners := semOwners(t, s, "p"); len(owners) != 1 || owners[dog.Token()] != "dog" {
+			t.Errorf("owners hash after an abandon: %q, want only the watchdog's", owners)
+		}
+		for _, p := range []*Permit{dog, stays, next} {
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n, err := redis.Int(s.Do("EXISTS", k(":owners"))); err != nil || n != 0 {
+			t.Errorf("owners hash left after the last release: %d, %v", n, err)
+		}
+	})
+}
+
+// An Owner longer than MaxOwner is refused, and nothing is written.
+func TestOwnerTooLongPermit(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		long := strings.Repeat("o", MaxOwner+1)
+		if _, err := e.TryAcquireSemaphore(ctx, "x", SemaphoreOptions{Limit: 1, Owner: long}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("TryAcquireSemaphore with an Owner of %d bytes: %v, want ErrInvalid", len(long), err)
+		}
+		if ks := s.Keys(t); len(ks) != 0 {
+			t.Errorf("a refused acquisition wrote %q", ks)
+		}
+		p, err := e.TryAcquireSemaphore(ctx, "x", SemaphoreOptions{Limit: 1, Owner: long[:MaxOwner]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := semOwners(t, s, "x")[p.Token()]; got != long[:MaxOwner] {
+			t.Errorf("an Owner of MaxOwner bytes stored as %d bytes", len(got))
+		}
+		if err := p.SetOwner(ctx, long); !errors.Is(err, ErrInvalid) || p.Owner() != long[:MaxOwner] {
+			t.Errorf("SetOwner of %d bytes: %v, Owner() %d bytes; want ErrInvalid and the old one", len(long), err, len(p.Owner()))
+		}
+		p.Release(ctx)
+	})
+}
+
+// SemaphoreInfo lists at most MaxInfoPermits permits, those that time out
+// first, and counts them all.
+func TestSemaphoreInfoListsAtMostMaxInfoPermits(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e := engine(s)
+		// Permits written straight into the sets, as the acquire script
+		// would (MaxInfoPermits+2 acquisitions would take too long here).
+		now := serverMicros(s, t) / 1000
+		args := []any{s.NS + "sem:{many}"}
+		fences := []any{s.NS + "sem:{many}:owner"}
+		for i := range MaxInfoPermits + 2 {
+			token := "t" + strconv.Itoa(i)
+			args = append(args, now+60_000+int64(i), token)
+			fences = append(fences, i+1, token)
+		}
+		s.Must(t, "ZADD", args...)
+		s.Must(t, "ZADD", fences...)
+		s.Must(t, "SET", s.NS+"sem:{many}:limit", MaxInfoPermits+2)
+		s.Must(t, "HSET", s.NS+"sem:{many}:owners", args[2], "first")
+		info := semInfo(t, e, "many")
+		if info.Holders != MaxInfoPermits+2 || len(info.Permits) != MaxInfoPermits {
+			t.Fatalf("Holders %d, %d listed; want %d and %d", info.Holders, len(info.Permits), MaxInfoPermits+2, MaxInfoPermits)
+		}
+		if first := info.Permits[0]; first.Token != args[2] || first.Owner != "first" || first.Fence != 1 {
+			t.Errorf("first listed %+v, want the first to time out, fence 1, Owner \"first\"", first)
+		}
+		if last := info.Permits[MaxInfoPermits-1]; last.Fence != MaxInfoPermits || last.Owner != "" {
+			t.Errorf("last listed %+v, want fence %d", last, MaxInfoPermits)
+		}
+	})
+}
+
+// unweightedCommands is how many commands (scripts' calls included) each
+// semaphore operation made on a private redis-server before permits had
+// weights (main at 9851909), measured by TestUnweightedCostsNothing itself
+// on that commit with its Weight fields removed: permits of weight 1 must
+// cost nothing, so these stay as they were. Since lowered, as this test
+// counted them, where a one-try acquire reads the waiters hash, and a
+// release the fence counter, only when someone is queued (27, 27, 26, 30,
+// 33 and 65 before); raised where SetSemaphoreLimit reads the permits
+// before its first write, so that a key of the wrong type fails it with
+// nothing written (11 before), and where a permit's extension writes
+// PEXPIRE first, so that it works at maxmemory (31 before).
+var unweightedCommands = map[string]int{
+	"TryAcquireSemaphore+Release":       25,
+	"AcquireSemaphore+Release":          26,
+	"TryAcquireSemaphore beside permit": 24,
+	"with an Owner":                     28,
+	"Extend":                            32,
+	"handoff":                           63,
+	"SemaphoreInfo":                     7,
+	"SemaphoreInfo with an Owner":       8,
+	"SetSemaphoreLimit":                 12,
+}
+
+// Weight 1 costs nothing: taking, extending, handing over and releasing
+// permits of weight 1, and reading a semaphore's figures, run as many
+// commands as before permits had weights (INFO commandstats of a private
+// server, which nobody else uses).
+func TestUnweightedCostsNothing(t *testing.T) {
+	t.Parallel()
+	s := privateServer(t, "redis")
+	queued := make(chan struct{}, 1)
+	e, ctx := engine(s, WithObserver(func(ev Event) {
+		if ev.Type == EventQueued {
+			queued <- struct{}{}
+		}
+	})), ctxT(t)
+	e.queueTTL = 10 * time.Second // no extension of a queue entry within a round
+	beside, err := e.TryAcquireSemaphore(ctx, "sb", SemaphoreOptions{Limit: 2, TTL: time.Minute, Weight: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer beside.Release(ctx)
+	named, err := e.TryAcquireSemaphore(ctx, "so", SemaphoreOptions{Limit: 2, TTL: time.Minute, Weight: 1, Owner: "me"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer named.Release(ctx)
+	o := SemaphoreOptions{Limit: 2, Weight: 1}
+	ops := []struct {
+		name string
+		run  func() error
+	}{
+		{"TryAcquireSemaphore+Release", func() error { return giveBack(ctx)(e.TryAcquireSemaphore(ctx, "s", o)) }},
+		{"AcquireSemaphore+Release", func() error { return giveBack(ctx)(e.AcquireSemaphore(ctx, "s", o)) }},
+		{"TryAcquireSemaphore beside permit", func() error { return giveBack(ctx)(e.TryAcquireSemaphore(ctx, "sb", o)) }},
+		{"with an Owner", func() error {
+			return giveBack(ctx)(e.TryAcquireSemaphore(ctx, "s", SemaphoreOptions{Limit: 2, Weight: 1, Owner: "me"}))
+		}},
+		{"Extend", func() error {
+			p, err := e.TryAcquireSemaphore(ctx, "s", o)
+			if err != nil {
+				return err
+			}
+			if err := p.Extend(ctx, 0); err != nil {
+				return err
+			}
+			return p.Release(ctx)
+		}},
+		{"handoff", func() error { // a holder, a waiter queued, the release hands over
+			one := SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: 30 * time.Second, Weight: 1}
+			p, err := e.TryAcquireSemaphore(ctx, "h", one)
+			if err != nil {
+				return err
+			}
+			c := make(chan error, 1)
+			go func() { c <- giveBack(ctx)(e.AcquireSemaphore(ctx, "h", one)) }()
+			<-queued
+			if err := p.Release(ctx); err != nil {
+				return err
+			}
+			return <-c
+		}},
+		{"SemaphoreInfo", func() error { _, err := e.SemaphoreInfo(ctx, "sb"); return err }},
+		{"SemaphoreInfo with an Owner", func() error { _, err := e.SemaphoreInfo(ctx, "so"); return err }},
+		{"SetSemaphoreLimit", func() error { return e.SetSemaphoreLimit(ctx, "sb", 2) }},
+	}
+	const rounds = 10
+	for _, op := range ops {
+		if err := op.run(); err != nil { // loads its scripts
+			t.Fatalf("%s: %v", op.name, err)
+		}
+		before := dataCommands(t, s)
+		for range rounds {
+			if err := op.run(); err != nil {
+				t.Fatalf("%s: %v", op.name, err)
+			}
+		}
+		n := dataCommands(t, s) - before
+		t.Logf("%s: %v commands", op.name, float64(n)/rounds)
+		if n != int64(rounds*unweightedCommands[op.name]) {
+			t.Errorf("%s: %v commands, want %d as before permits had weights", op.name, float64(n)/rounds, unweightedCommands[op.name])
+		}
+	}
+}
+
+// weightedTake is one acquisition of the weighted checker, by this
+// process's monotonic clock.
+type weightedTake struct {
+	weight     int
+	start      time.Time // the call began
+	queued     time.Time // its client was told it was queued (EventQueued); zero if it never was
+	in, out    time.Time // the section: after the call returned, before the release was sent
+	fence      int64
+	valid      bool // the release found the permit still held
+	tokenInUse string
+}
+
+// weightedOverAdmissions counts section starts at which valid sections of
+// more than limit weight were open, and the peak weight open at once.
+func weightedOverAdmissions(takes []weightedTake, limit int) (over, peak int) {
+	var spans []span
+	for _, tk := range takes {
+		if tk.valid {
+			spans = append(spans, span{tk.in, tk.out, tk.weight})
+		}
+	}
+	return overWeight(spans, limit)
+}
+
+// outOfOrder counts admissions that came before one that queued earlier,
+// as the clients saw it: B's call began after A's client was told A was
+// queued (so B reached the server after A's queue entry was there), yet B
+// was admitted before A (a lower fence: fences number admissions). judged
+// is how many acquisitions had someone queued before their call began.
+func outOfOrder(takes []weightedTake) (violations, judged int) {
+	var q []weightedTake
+	for _, tk := range takes {
+		if !tk.queued.IsZero() {
+			q = append(q, tk)
+		}
+	}
+	sort.Slice(q, func(i, j int) bool { return q[i].queued.Before(q[j].queued) })
+	highest := make([]int64, len(q)) // the highest fence among q[:i+1]
+	for i, tk := range q {
+		highest[i] = tk.fence
+		if i > 0 {
+			highest[i] = max(highest[i], highest[i-1])
+		}
+	}
+	for _, b := range takes {
+		n := sort.Search(len(q), func(i int) bool { return !q[i].queued.Before(b.start) }) // queued before b began
+		if n == 0 {
+			continue
+		}
+		judged++
+		if highest[n-1] > b.fence {
+			violations++
+		}
+	}
+	return violations, judged
+}
+
+// TestWeightedAdmissionUnderFaults: 16 goroutines on 4 engines take
+// permits of weight 1 and 3, interleaved, of one semaphore of limit 10
+// (one acquisition in eight by TryAcquireSemaphore, the rest waiting),
+// through a proxy that delays a fifth of all chunks by up to 20 ms and cuts
+// connections at random; permits last 50 ms (250 on miniredis) and 2% of
+// holders extend them and then outstay them, so permits time out and are purged with their
+// weight. By the clients' own record: valid holders (the release found
+// the permit theirs) never hold more than 10 at once, and no acquisition
+// is admitted before one that was queued before its call began. Queue
+// entries live 5 s here, so that no waiter's entry lapses under the
+// faults (a waiter whose entry lapsed queues again, rightly behind later
+// arrivals, which the check would count).
+func TestWeightedAdmissionUnderFaults(t *testing.T) {
+	testserver.Parallel(t) // slow, and reads nothing the process or server shares
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		const limit, workers, engines = 10, 16, 4
+		target := checkerScale(s)
+		if testing.Short() {
+			target = 400
+		}
+		ttl := 50 * time.Millisecond
+		if s.Mini != nil {
+			ttl = 250 * time.Millisecond // miniredis's Lua, under -race, is slow enough to time out 50 ms permits
+		}
+		proxy := startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
+		pool := newPool(t, proxy.addr())
+		pool.MaxIdle = 64
+		var queuedAt sync.Map // token -> time.Time
+		es := make([]*Engine, engines)
+		for i := range es {
+			es[i] = New(pool, WithNamespace(s.NS), WithObserver(func(ev Event) {
+				if ev.Type == EventQueued {
+					queuedAt.Store(ev.Token, time.Now())
+				}
+			}))
+			es[i].queueTTL = 5 * time.Second
+		}
+		defer func() {
+			for _, e := range es {
+				e.Close(context.Background())
+			}
+		}()
+
+		var mu sync.Mutex
+		var takes []weightedTake
+		var acquisitions, tries, refused, lost, errs, ranOut atomic.Int64
+		var firstErrs sync.Once
+		stop := proxy.chaos()
+		deadline := time.Now().Add(5 * time.Minute)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ctx := context.Background()
+				for i := 0; acquisitions.Load() < int64(target) && time.Now().Before(deadline); i++ {
+					tk := weightedTake{weight: 1 + 2*((w+i)%2), start: time.Now()}
+					o, acquire := SemaphoreOptions{Limit: limit, Weight: tk.weight, TTL: ttl, Wait: 30 * time.Second}, es[w%engines].AcquireSemaphore
+					try := i%8 == 7 // one in eight makes one attempt: it must not jump the queue either
+					if try {
+						acquire = es[w%engines].TryAcquireSemaphore
+					}
+					p, err := acquire(ctx, "wf", o)
+					switch {
+					case try && errors.Is(err, ErrNotAcquired):
+						refused.Add(1)
+						time.Sleep(time.Millisecond)
+						continue
+					case errors.Is(err, ErrNotAcquired):
+						ranOut.Add(1)
+						continue
+					case err != nil:
+						errs.Add(1)
+						firstErrs.Do(func() { t.Logf("first error: %v", err) })
+						continue
+					}
+					acquisitions.Add(1)
+					if try {
+						tries.Add(1)
+					}
+					tk.in, tk.fence, tk.tokenInUse = time.Now(), p.Fence(), p.Token()
+					switch r := rand.IntN(100); {
+					case r < 3: // outstay the permit: it times out, and its weight is purged
+						if p.Extend(ctx, 0) == nil { // a permit handed over lasts to its queue entry's end until extended
+							time.Sleep(ttl + 10*time.Millisecond)
+						}
+					default:
+						time.Sleep(rand.N(2 * time.Millisecond))
+					}
+					tk.out = time.Now()
+					err = p.Release(ctx)
+					tk.valid = err == nil
+					switch {
+					case errors.Is(err, ErrNotHeld):
+						lost.Add(1)
+					case err != nil:
+						errs.Add(1)
+						firstErrs.Do(func() { t.Logf("first error: %v", err) })
+					}
+					mu.Lock()
+					takes = append(takes, tk)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		stop()
+
+		queued := 0
+		for i := range takes {
+			if at, ok := queuedAt.Load(takes[i].tokenInUse); ok {
+				takes[i].queued = at.(time.Time)
+				queued++
+			}
+		}
+		over, peak := weightedOverAdmissions(takes, limit)
+		violations, judged := outOfOrder(takes)
+		t.Logf("%s: %d acquisitions of weight 1 and 3 (limit %d), %d queued, %d by TryAcquireSemaphore (%d refused); %d over-admissions (peak %d held at once by valid holders); %d admitted before one queued earlier, of %d judged; %d timed out or cut before their release, %d waits ran out, %d errors, %d connections cut",
+			s.Name, acquisitions.Load(), limit, queued, tries.Load(), refused.Load(), over, peak, violations, judged, lost.Load(), ranOut.Load(), errs.Load(), proxy.cuts.Load())
+		if over != 0 {
+			t.Errorf("%d over-admissions: valid holders held up to %d of %d", over, peak, limit)
+		}
+		if violations != 0 {
+			t.Errorf("%d acquisitions admitted before one queued before they began", violations)
+		}
+		if acquisitions.Load() < int64(target)*9/10 {
+			t.Errorf("only %d of %d acquisitions succeeded", acquisitions.Load(), target)
+		}
+		if want := map[bool]int{true: limit / 2, false: limit - 2}[s.Mini != nil]; peak < want || judged < len(takes)/4 || lost.Load() == 0 {
+			t.Errorf("peak %d held, %d judged for order, %d permits lost: the check proves little", peak, judged, lost.Load())
+		}
+	})
+}
+
+// slowWaitEngine is an engine whose waiters extend their queue entries
+// only every 3 s, so a waiter that gets its permit sooner was woken by the
+// script that admitted it (or refused it), not found it on its own.
+func slowWaitEngine(s *testserver.Server) *Engine {
+	e := engine(s)
+	e.queueTTL = 10 * time.Second
+	return e
+}
+
+// acquireAsync runs AcquireSemaphore in the background once the server
+// shows queued-1 waiters already in the queue, and waits until it shows
+// the new one queued too (so waiters queue in the order started).
+func acquireAsync(t *testing.T, s *testserver.Server, e *Engine, name string, o SemaphoreOptions, queued int) <-chan permitOrErr {
+	t.Helper()
+	out := make(chan permitOrErr, 1)
+	go func() {
+		p, err := e.AcquireSemaphore(context.Background(), name, o)
+		out <- permitOrErr{p, err, time.Now()}
+	}()
+	waitQueued(s, t, s.NS+"sem:{"+name+"}:queue", queued)
+	return out
+}
+
+// pending fails t if the acquisition has returned already.
+func pending(t *testing.T, c <-chan permitOrErr, what string) {
+	t.Helper()
+	select {
+	case r := <-c:
+		t.Fatalf("%s returned (%v, %v), want it still waiting", what, r.p.Token(), r.err)
+	case <-time.After(50 * time.Millisecond):
+	}
+}
+
+func TestWeightInvalid(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		if _, err := e.TryAcquireSemaphore(ctx, "w", SemaphoreOptions{Limit: 5, Weight: 2}); err != nil {
+			t.Fatal(err)
+		}
+		before := s.Snapshot(t)
+		for _, o := range []SemaphoreOptions{
+			{Limit: 5, Weight: -1},
+			{Limit: 5, Weight: 1 << 53},
+			{Limit: 5, Weight: 6},  // above the stored limit
+			{Limit: 50, Weight: 6}, // the stored limit rules
+			{Weight: 6},
+		} {
+			for _, wait := range []bool{false, true} {
+				var err error
+				if wait {
+					_, err = e.AcquireSemaphore(ctx, "w", o)
+				} else {
+					_, err = e.TryAcquireSemaphore(ctx, "w", o)
+				}
+				if !errors.Is(err, ErrInvalid) {
+					t.Errorf("Weight %d (Limit %d, wait %v): %v, want ErrInvalid", o.Weight, o.Limit, wait, err)
+				}
+			}
+		}
+		// With no limit stored, the caller's Limit is the one in force.
+		if _, err := e.AcquireSemaphore(ctx, "fresh", SemaphoreOptions{Limit: 2, Weight: 3}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("Weight 3 over Limit 2: %v, want ErrInvalid", err)
+		} else {
+			t.Log(err)
+		}
+		if after := s.Snapshot(t); !maps.Equal(before, after) {
+			t.Errorf("a refused weight wrote:\nbefore %v\nafter  %v", before, after)
+		}
+	})
+}
+
+// Three weight-1 waiters behind a weight-3 holder all get in at its
+// release, in arrival order, each woken by the release script.
+func TestWeightReleaseAdmitsSeveral(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := slowWaitEngine(s), ctxT(t)
+		o := SemaphoreOptions{Limit: 3, TTL: time.Minute, Wait: 30 * time.Second}
+		heavy, err := e.TryAcquireSemaphore(ctx, "rs", SemaphoreOptions{Limit: 3, TTL: time.Minute, Weight: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One permit holds the whole limit: the refusal counts weight, not permits.
+		if _, err := e.TryAcquireSemaphore(ctx, "rs", SemaphoreOptions{Limit: 3}); !errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), `"rs": 3 of 3 held, none free; the first permit times out in `) {
+			t.Errorf("TryAcquireSemaphore beside a weight-3 permit on limit 3: %v, want ErrNotAcquired saying 3 of 3 held", err)
+		}
+		var waiters []<-chan permitOrErr
+		for i := range 3 {
+			waiters = append(waiters, acquireAsync(t, s, e, "rs", o, i+1))
+		}
+		released := time.Now()
+		if err := heavy.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		var last int64
+		for i, c := range waiters {
+			r := got(t, c)
+			if r.err != nil {
+				t.Fatalf("waiter %d: %v", i, r.err)
+			}
+			if took := r.at.Sub(released); took > 2*time.Second {
+				t.Errorf("waiter %d got its permit %v after the release: not woken", i, took)
+			}
+			if r.p.Fence() <= last {
+				t.Errorf("waiter %d: fence %d after %d: not in arrival order", i, r.p.Fence(), last)
+			}
+			last = r.p.Fence()
+		}
+		if info := semInfo(t, e, "rs"); info.Holders != 3 || info.Held != 3 || info.Waiting != 0 {
+			t.Errorf("SemaphoreInfo %+v, want 3 holders holding 3", info)
+		}
+	})
+}
+
+// Strict head of line: a weight-2 waiter at the head blocks a weight-1
+// arrival even with one slot free, and a one-shot TryAcquireSemaphore does
+// not jump it either.
+func TestWeightHeadOfLine(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := slowWaitEngine(s), ctxT(t)
+		o := SemaphoreOptions{Limit: 3, TTL: time.Minute, Wait: 30 * time.Second}
+		first, err := e.TryAcquireSemaphore(ctx, "hl", SemaphoreOptions{Limit: 3, TTL: time.Minute, Weight: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Weight = 2
+		head := acquireAsync(t, s, e, "hl", o, 1)
+		o.Weight = 1
+		if _, err := e.TryAcquireSemaphore(ctx, "hl", o); !errors.Is(err, ErrNotAcquired) {
+			t.Fatalf("TryAcquireSemaphore of weight 1 with 1 free behind a weight-2 waiter: %v, want ErrNotAcquired", err)
+		} else {
+			t.Log(err)
+		}
+		behind := acquireAsync(t, s, e, "hl", o, 2)
+		pending(t, behind, "a weight-1 waiter behind a weight-2 one")
+		if info := semInfo(t, e, "hl"); info.Held != 2 || info.Waiting != 2 {
+			t.Errorf("SemaphoreInfo %+v, want 2 held and 2 waiting", info)
+		}
+		if err := first.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		h, b := got(t, head), got(t, behind)
+		if h.err != nil || b.err != nil {
+			t.Fatalf("after the release: head %v, behind %v", h.err, b.err)
+		}
+		if h.p.Fence() >= b.p.Fence() {
+			t.Errorf("fences %d (head) and %d (behind): not in arrival order", h.p.Fence(), b.p.Fence())
+		}
+		if info := semInfo(t, e, "hl"); info.Held != 3 || info.Holders != 2 {
+			t.Errorf("SemaphoreInfo %+v, want 2 holders holding 3", info)
+		}
+	})
+}
+
+// SetSemaphoreLimit lowered under a waiting weight: the waiter is woken
+// at once with an error wrapping ErrInvalid, though the semaphore is full
+// (no release comes to refuse it), and a waiter behind it gets in as soon
+// as it fits.
+func TestWeightLoweredLimitRefusesWaiter(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := slowWaitEngine(s), ctxT(t)
+		o := SemaphoreOptions{Limit: 5, TTL: time.Minute, Wait: 30 * time.Second}
+		if _, err := e.TryAcquireSemaphore(ctx, "lo", SemaphoreOptions{Limit: 5, TTL: time.Minute, Weight: 2}); err != nil {
+			t.Fatal(err)
+		}
+		one, err := e.TryAcquireSemaphore(ctx, "lo", SemaphoreOptions{Limit: 5, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o.Weight = 4
+		heavy := acquireAsync(t, s, e, "lo", o, 1)
+		o.Weight = 1
+		light := acquireAsync(t, s, e, "lo", o, 2)
+		pending(t, light, "a weight-1 waiter behind a weight-4 one")
+		lowered := time.Now()
+		if err := e.SetSemaphoreLimit(ctx, "lo", 3); err != nil {
+			t.Fatal(err)
+		}
+		h := got(t, heavy)
+		if !errors.Is(h.err, ErrInvalid) || h.at.Sub(lowered) > 2*time.Second {
+			t.Fatalf("the weight-4 waiter, %v after the limit went to 3: %v, want ErrInvalid at once", h.at.Sub(lowered), h.err)
+		}
+		t.Log(h.err)
+		pending(t, light, "a weight-1 waiter with 3 of 3 held")
+		if info := semInfo(t, e, "lo"); info.Limit != 3 || info.Held != 3 || info.Waiting != 1 {
+			t.Errorf("SemaphoreInfo %+v, want limit 3, 3 held, 1 waiting", info)
+		}
+		released := time.Now()
+		if err := one.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		l := got(t, light)
+		if l.err != nil || l.at.Sub(released) > 2*time.Second {
+			t.Fatalf("the weight-1 waiter, %v after a release: %v, want a permit at once", l.at.Sub(released), l.err)
+		}
+		if info := semInfo(t, e, "lo"); info.Held != 3 || info.Holders != 2 || info.Waiting != 0 {
+			t.Errorf("SemaphoreInfo %+v, want 2 holders holding 3, none waiting", info)
+		}
+	})
+}
+
+// A timed-out permit's weight comes back when it is purged, by an
+// acquisition or by another permit's release.
+func TestWeightPurged(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		short := SemaphoreOptions{Limit: 4, TTL: 100 * time.Millisecond, Weight: 3}
+		if _, err := e.TryAcquireSemaphore(ctx, "pg", short); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(150 * time.Millisecond)
+		if info := semInfo(t, e, "pg"); info.Holders != 0 || info.Held != 0 {
+			t.Errorf("SemaphoreInfo %+v after the permit timed out, want nothing held", info)
+		}
+		p, err := e.TryAcquireSemaphore(ctx, "pg", SemaphoreOptions{Limit: 4, TTL: time.Minute, Weight: 4})
+		if err != nil {
+			t.Fatalf("weight 4 of 4 after a weight-3 permit timed out: %v", err)
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+
+		// Purged by a release: a weight-3 permit times out beside a
+		// weight-1 one, whose release purges it; then 4 fit again.
+		keep, err := e.TryAcquireSemaphore(ctx, "pg", SemaphoreOptions{Limit: 4, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "pg", short); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(150 * time.Millisecond)
+		if err := keep.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for _, k := range []string{":limit", ":owners"} { // they went with the last permit, weights and all
+			if n := s.Must(t, "EXISTS", s.NS+"sem:{pg}"+k); n != int64(0) {
+				t.Errorf("%s left after the last permit", k)
+			}
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "pg", SemaphoreOptions{Limit: 4, TTL: time.Minute, Weight: 4}); err != nil {
+			t.Fatalf("weight 4 of 4 after the release purged a weight-3 permit: %v", err)
+		}
+	})
+}
+
+// SemaphoreInfo counts holdings (Holders, Waiting) and weight (Held);
+// SemaphoreHolders counts holdings; Extend and the watchdog keep a
+// permit's weight.
+func TestWeightInfoAndExtend(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		take := func(o SemaphoreOptions) *Permit {
+			t.Helper()
+			o.Limit = 10
+			p, err := e.TryAcquireSemaphore(ctx, "in", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}
+		three := take(SemaphoreOptions{TTL: 300 * time.Millisecond, Weight: 3, Watchdog: true, Owner: "three"})
+		one := take(SemaphoreOptions{TTL: time.Minute})
+		two := take(SemaphoreOptions{TTL: 300 * time.Millisecond, Weight: 2})
+		if three.Weight() != 3 || one.Weight() != 1 || two.Weight() != 2 || (*Permit)(nil).Weight() != 0 {
+			t.Errorf("Weight() %d %d %d", three.Weight(), one.Weight(), two.Weight())
+		}
+		info := semInfo(t, e, "in")
+		if info.Limit != 10 || info.Holders != 3 || info.Held != 6 || len(info.Permits) != 3 {
+			t.Fatalf("SemaphoreInfo %+v, want 3 holders holding 6 of 10", info)
+		}
+		for _, p := range []*Permit{three, one, two} {
+			if pi, ok := permitInfo(info, p.Token()); !ok || pi.Weight != p.Weight() || pi.Owner != p.Owner() {
+				t.Errorf("PermitInfo %+v for a permit of weight %d, Owner %q", pi, p.Weight(), p.Owner())
+			}
+		}
+		if n, err := e.SemaphoreHolders(ctx, "in"); n != 3 || err != nil {
+			t.Errorf("SemaphoreHolders %d, %v: want 3", n, err)
+		}
+		// Extended by Extend and by the watchdog, three times their TTL.
+		for range 3 {
+			time.Sleep(200 * time.Millisecond)
+			if err := two.Extend(ctx, 0); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info := semInfo(t, e, "in"); info.Held != 6 || info.Holders != 3 {
+			t.Errorf("SemaphoreInfo %+v after extensions, want 3 holders holding 6", info)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "in", SemaphoreOptions{Limit: 10, Weight: 5}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("weight 5 with 6 of 10 held: %v, want ErrNotAcquired", err)
+		} else {
+			t.Log(err)
+		}
+		four := take(SemaphoreOptions{TTL: time.Minute, Weight: 4})
+		if err := three.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if info := semInfo(t, e, "in"); info.Held != 7 || info.Holders != 3 {
+			t.Errorf("SemaphoreInfo %+v, want 3 holders holding 7", info)
+		}
+		for _, p := range []*Permit{one, two, four} {
+			if err := p.Release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if info := semInfo(t, e, "in"); info.Held != 0 || info.Holders != 0 || info.Limit != 0 {
+			t.Errorf("SemaphoreInfo %+v after every release, want nothing", info)
+		}
+	})
+}
+
+// A waiter's weight rides in its queue entry: a handoff gives it the
+// weight it asked, which the next acquisitions see.
+func TestWeightHandedOver(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := slowWaitEngine(s), ctxT(t)
+		full, err := e.TryAcquireSemaphore(ctx, "ho", SemaphoreOptions{Limit: 4, TTL: time.Minute, Weight: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := acquireAsync(t, s, e, "ho", SemaphoreOptions{Limit: 4, TTL: time.Minute, Wait: 30 * time.Second, Weight: 3, Owner: "o"}, 1)
+		if err := full.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		r := got(t, c)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		info := semInfo(t, e, "ho")
+		if pi, _ := permitInfo(info, r.p.Token()); info.Held != 3 || pi.Weight != 3 || pi.Owner != "o" {
+			t.Errorf("SemaphoreInfo %+v after a handoff to a weight-3 waiter", info)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "ho", SemaphoreOptions{Limit: 4, Weight: 2}); !errors.Is(err, ErrNotAcquired) {
+			t.Errorf("weight 2 beside a handed-over weight 3 of 4: %v, want ErrNotAcquired", err)
+		}
+		if err := r.p.Release(ctx); err != nil { // its weight goes with it
+			t.Fatal(err)
+		}
+		if _, err := e.TryAcquireSemaphore(ctx, "ho", SemaphoreOptions{Limit: 4, Weight: 4}); err != nil {
+			t.Errorf("weight 4 after the handed-over permit's release: %v", err)
+		}
 	})
 }

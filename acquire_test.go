@@ -17,7 +17,7 @@ import (
 
 // AcquireSemaphore's zero Wait waits, as Lock's does; TryAcquireSemaphore
 // makes one attempt.
-func TestZeroWaitMeansTheDefault(t *testing.T) {
+func TestAcquire_ZeroWaitMeansTheDefault(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -51,7 +51,7 @@ func (p *dialCounter) GetContext(ctx context.Context) (redis.Conn, error) {
 // Giving up must not cost a second try at the server when nothing was
 // sent: with Redis down a TryLock dials once, and a TryLock whose context
 // ends while it waits for a pooled connection returns at once.
-func TestGiveUpSendsNothingExtra(t *testing.T) {
+func TestAcquire_GiveUpSendsNothingExtra(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +99,7 @@ func TestGiveUpSendsNothingExtra(t *testing.T) {
 }
 
 // A wait ended by its context wraps both ErrNotAcquired and ctx.Err().
-func TestWaitEndedByContext(t *testing.T) {
+func TestAcquire_WaitEndedByContext(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e := engine(s)
 		if _, err := e.TryLock(ctxT(t), "busy", LockOptions{TTL: time.Minute}); err != nil {
@@ -125,7 +125,7 @@ func TestWaitEndedByContext(t *testing.T) {
 
 // Waiters get the lock in the order they queued: each is started only once
 // the server shows the one before it queued.
-func TestHandoffFIFO(t *testing.T) {
+func TestAcquire_HandoffFIFO(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -197,7 +197,7 @@ func TestHandoffFIFO(t *testing.T) {
 // TryLock and a one-shot AcquireSemaphore never jump a queue of live
 // waiters, not even while the object is free between a crash and the
 // moment the head takes it.
-func TestNoQueueJumping(t *testing.T) {
+func TestAcquire_NoQueueJumping(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), waitEngine(s)
@@ -248,7 +248,7 @@ func TestNoQueueJumping(t *testing.T) {
 
 // A holder that crashes (never unlocks): the head of the queue takes the
 // lock when the lease ends, told when by the server.
-func TestHandoffAfterCrashedHolder(t *testing.T) {
+func TestAcquire_HandoffAfterCrashedHolder(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), waitEngine(s)
@@ -273,7 +273,7 @@ func TestHandoffAfterCrashedHolder(t *testing.T) {
 
 // A waiter that dies while queued (its entry is never extended): the next
 // waiter is delayed by at most the dead entry's lifetime, not by a lease.
-func TestDeadWaiterSkipped(t *testing.T) {
+func TestAcquire_DeadWaiterSkipped(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), waitEngine(s)
@@ -340,7 +340,7 @@ return {tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000), last,
 // touches again (the lock stays held) leaves no queue keys, while a live
 // waiter's entry never outlives them. The queues of read-write locks and
 // semaphores expire the same way.
-func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
+func TestAcquire_QueueKeysExpireWithTheirEntries(t *testing.T) {
 	testserver.Parallel(t) // waits out entry lifetimes on purpose
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -416,7 +416,7 @@ func TestQueueKeysExpireWithTheirEntries(t *testing.T) {
 // A waiter cut off by its context leaves nothing behind: no queue entry, no
 // wake-up in the inbox, nothing held, also when the cancel races the
 // handoff.
-func TestCancelledWaiterLeavesNothing(t *testing.T) {
+func TestAcquire_CancelledWaiterLeavesNothing(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -460,7 +460,7 @@ func TestCancelledWaiterLeavesNothing(t *testing.T) {
 // A bounded pool (MaxActive 4, Wait) with 16 goroutines contending on 8
 // names: the waiters must not take every connection and starve the
 // holders' Unlock and watchdogs.
-func TestBoundedPoolNoDeadlock(t *testing.T) {
+func TestAcquire_BoundedPoolNoDeadlock(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		pool := &redis.Pool{MaxActive: 4, MaxIdle: 4, Wait: true,
@@ -511,7 +511,7 @@ func TestBoundedPoolNoDeadlock(t *testing.T) {
 // at it passes over the entry to the next live waiter. (miniredis's
 // clock, moved by hand: a real server's cannot be stopped on a
 // millisecond.)
-func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
+func TestAcquire_HandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	const entry = time.Second
@@ -548,7 +548,7 @@ func TestHandoffSkipsAnEntryAtItsDeadline(t *testing.T) {
 // and the head, with nobody ahead, is told how long the holder's lease
 // has left (it takes the lock then, not at its next extension), where a
 // waiter further back is told nothing (-1).
-func TestWaitersAreToldTheirPlace(t *testing.T) {
+func TestAcquire_WaitersAreToldTheirPlace(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), engine(s)

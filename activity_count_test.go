@@ -30,7 +30,7 @@ func idsInPart(r *rand.Rand, part, n int) []int64 {
 // plans those units again (here once, between planPart and runCount).
 // (Before, the scripts read the split buckets as empty sets: the review's
 // live run had 17 of 40 counts short, by up to 1,850.)
-func TestActivityCountReplansWhatAMarkChanged(t *testing.T) {
+func TestActivityCount_ReplansWhatAMarkChanged(t *testing.T) {
 	smallTries(t, 4, 32)
 	const shard = 3
 	part := placeOf(shard * activeShardIDs).part()
@@ -88,7 +88,7 @@ func TestActivityCountReplansWhatAMarkChanged(t *testing.T) {
 // to ranges of one bit). Every script stays within activeBudget, and the
 // counts stay exact. (Before, such a unit was one script: 141 ms for
 // 300,000 ids beside a period of one bucket.)
-func TestActivityCountDividesABigUnit(t *testing.T) {
+func TestActivityCount_DividesABigUnit(t *testing.T) {
 	smallTries(t, 4, 32)
 	const shard = 5
 	part := placeOf(shard * activeShardIDs).part()
@@ -147,7 +147,7 @@ func TestActivityCountDividesABigUnit(t *testing.T) {
 // A count of a partition whose set was taken away (evicted, or deleted by
 // hand) fails, saying so, rather than counting it as empty: its scripts
 // find the key gone, and so do the plans after them.
-func TestActivityCountOfADeletedSet(t *testing.T) {
+func TestActivityCount_OfADeletedSet(t *testing.T) {
 	smallTries(t, 4, 1<<30)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
@@ -173,7 +173,7 @@ func TestActivityCountOfADeletedSet(t *testing.T) {
 // lies in its script: after unions of other units (OR), intersections
 // (AND), or bitmaps made from buckets (a unit with a dense shard in one
 // period).
-func TestActivityCountFailsCleanly(t *testing.T) {
+func TestActivityCount_FailsCleanly(t *testing.T) {
 	smallTries(t, 4, 8)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
@@ -237,7 +237,7 @@ func TestActivityCountFailsCleanly(t *testing.T) {
 // period of one bucket) unions them 4,000 keys a command. (Before, OR and
 // AND failed with "too many results to unpack"; with 512-id buckets that
 // is about 3 million ids in one partition, the seed's scale.)
-func TestActivityCountsAHugeUnit(t *testing.T) {
+func TestActivityCount_AHugeUnit(t *testing.T) {
 	smallTries(t, 1, 1<<30)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s, WithCallTimeout(time.Minute)) // 9,000 buckets: miniredis's Lua under -race takes seconds

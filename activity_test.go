@@ -16,7 +16,7 @@ import (
 
 // Node names read back as the nodes they name, at every depth; h's
 // partition and shard come from the id as docs/activity.md says.
-func TestActivityPlaces(t *testing.T) {
+func TestActivity_Places(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
 	for i := 0; i < 2000; i++ {
 		h := r.Uint64()
@@ -77,7 +77,7 @@ var edgeIDs = []int64{0, 1, 1<<23 - 1, 1 << 23, 1<<23 + 1, activeShardIDs - 1, a
 
 // Ids at every edge are marked where they belong, through MarkActive and
 // MarkActiveMany, and their neighbours are not.
-func TestActivityIDs(t *testing.T) {
+func TestActivity_IDs(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		if err := e.MarkActiveMany(ctx, "ids", "many", edgeIDs...); err != nil {
@@ -118,14 +118,14 @@ func TestActivityIDs(t *testing.T) {
 // with OR and AND over up to 31 periods against an activeOracle, by two engines.
 // Buckets hold 8 ids and shards turn dense at 64, so that the tries are
 // deep and differ from period to period.
-func TestActivityOracle(t *testing.T) {
-	testserver.Parallel(t) // slow on miniredis; TestActivityThresholds does not run in parallel
+func TestActivity_Oracle(t *testing.T) {
+	testserver.Parallel(t) // slow on miniredis; TestActivity_Thresholds does not run in parallel
 	smallTries(t, 8, 64)
 	servers(t, activityOracle)
 }
 
 // The same on a multi-node cluster (REDIS_CLUSTER_ADDRS).
-func TestActivityOracleCluster(t *testing.T) {
+func TestActivity_OracleCluster(t *testing.T) {
 	smallTries(t, 8, 64)
 	activityOracle(t, clusterServer(t))
 }
@@ -255,7 +255,7 @@ func dirOf(s *testserver.Server, group, period string, id int64) map[string]stri
 // bucket of 512 ids is one set, the 513th splits it; a shard of 32,767 ids
 // is sparse, the 32,768th makes it a bitmap; counts and IsActive agree
 // throughout.
-func TestActivityThresholds(t *testing.T) {
+func TestActivity_Thresholds(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Mini != nil { // 32,768 marks in one shard take a minute in miniredis's Lua
 			smallTries(t, 8, 64)
@@ -325,7 +325,7 @@ func TestActivityThresholds(t *testing.T) {
 // A partition the engine remembers having indexed but that is gone, with
 // its index (its period ended, or the keys were lost), is indexed again
 // before it is made anew; so is a dense shard the engine remembers.
-func TestActivityReindexes(t *testing.T) {
+func TestActivity_Reindexes(t *testing.T) {
 	smallTries(t, 4, 8)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
@@ -353,7 +353,7 @@ func TestActivityReindexes(t *testing.T) {
 
 // The engine's memory of indexed partitions and dense shards stays
 // bounded.
-func TestActivityIndexMemory(t *testing.T) {
+func TestActivity_IndexMemory(t *testing.T) {
 	e := engine(testserver.Mini(t))
 	for i := 0; i < activeIndexMemory+100; i++ {
 		e.remember(shardRef{"mem", "p", int64(i), []refKind{refDense, refIndexed}[i%2], 0})
@@ -365,7 +365,7 @@ func TestActivityIndexMemory(t *testing.T) {
 
 // On a multi-node cluster a day of snowflake ids spreads over every
 // primary, each key in its slot's owner, and a count visits them all.
-func TestActivitySpread(t *testing.T) {
+func TestActivity_Spread(t *testing.T) {
 	s := clusterServer(t)
 	ctx, e := ctxT(t), engine(s)
 	r := rand.New(rand.NewPCG(8, 8))
@@ -431,7 +431,7 @@ func serverMs(s *testserver.Server, t *testing.T) int64 {
 // buckets made by splits, bitmaps made dense) expire at the deadline its
 // first mark set, whichever engine (and TTL) marks later; after it the
 // period starts anew.
-func TestActivityTTL(t *testing.T) {
+func TestActivity_TTL(t *testing.T) {
 	smallTries(t, 4, 16)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		const ttl = 1500 * time.Millisecond
@@ -494,7 +494,7 @@ func TestActivityTTL(t *testing.T) {
 	})
 }
 
-func TestActivityTTLOption(t *testing.T) {
+func TestActivity_TTLOption(t *testing.T) {
 	s := testserver.Mini(t)
 	for _, d := range []time.Duration{-time.Second, time.Microsecond} {
 		if err := New(s.Pool, WithActivityTTL(d)).MarkActive(ctxT(t), "g", "p", 1); !errors.Is(err, ErrInvalid) {
@@ -510,7 +510,7 @@ func TestActivityTTLOption(t *testing.T) {
 // period's index has the same name and another type, and v3's key of a
 // shard, which v3's IsActive reads alone, is a hash where v3 could have
 // held ids.
-func TestActivityV3Meets(t *testing.T) {
+func TestActivity_V3Meets(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		if err := e.MarkActive(ctx, "v4", "p", 42); err != nil {
@@ -562,7 +562,7 @@ func TestActivityV3Meets(t *testing.T) {
 // by deletion, as if its TTL had run out. (Before, the engine remembered
 // the guard by period alone and made none: v3's IsActive answered false
 // beside v4's ids, and v3's mark wrote a bitmap there.)
-func TestActivityGuardsAPeriodStartedAnew(t *testing.T) {
+func TestActivity_GuardsAPeriodStartedAnew(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s, WithActivityTTL(time.Minute))
@@ -596,7 +596,7 @@ func TestActivityGuardsAPeriodStartedAnew(t *testing.T) {
 // where its first bucket goes fails with WRONGTYPE and leaves no directory
 // (an orphan without a TTL when the group has none). (Before, the script
 // wrote the directory, then failed.)
-func TestActivityFirstMarkOnAForeignKey(t *testing.T) {
+func TestActivity_FirstMarkOnAForeignKey(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		obj, err := e.object(kindActivity, "fk")
@@ -623,7 +623,7 @@ func TestActivityFirstMarkOnAForeignKey(t *testing.T) {
 
 // The scripts that make a shard dense make it whole: their last bit is the
 // engine's last offset in a shard.
-func TestActivityShardSizeInScripts(t *testing.T) {
+func TestActivity_ShardSizeInScripts(t *testing.T) {
 	for _, name := range []string{"bits_mark", "bits_merge", "act_mark"} {
 		src, _ := scriptFS.ReadFile("scripts/" + name + ".lua")
 		if want := strconv.Itoa(activeShardIDs-1) + ", 0)"; !strings.Contains(string(src), want) {
@@ -638,7 +638,7 @@ func TestActivityShardSizeInScripts(t *testing.T) {
 // marks there, and every key it leaves expires. (Before, the script made
 // the directory with the passed deadline, which deleted it at once, then
 // made it again with no TTL: an orphan key that never expired.)
-func TestActivityMarkAfterItsDeadline(t *testing.T) {
+func TestActivity_MarkAfterItsDeadline(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s, WithActivityTTL(200*time.Millisecond))
@@ -708,7 +708,7 @@ func invPerm(s uint64) uint64 {
 // here the shard shares a depth-41 split with its sibling). The engine then
 // marks through the partition's script. (Before, every later mark of that
 // shard by that engine failed with WRONGTYPE.)
-func TestActivityDenseShardOfAnEndedPeriod(t *testing.T) {
+func TestActivity_DenseShardOfAnEndedPeriod(t *testing.T) {
 	smallTries(t, 4, 8)
 	for x := uint64(0); x < 1000; x++ {
 		if permShard(invPerm(x)) != x {
@@ -769,7 +769,7 @@ func TestActivityDenseShardOfAnEndedPeriod(t *testing.T) {
 // sparse id beside them, then that id's shard dense too. (Before, a dense
 // shard's path, 37 split nodes, stayed in the directory: 8.2 KB of a dense
 // day's 12.59 MB.)
-func TestActivityCompactDirectory(t *testing.T) {
+func TestActivity_CompactDirectory(t *testing.T) {
 	smallTries(t, 4, 32)
 	var shards []int64 // three shards of one partition
 	part := placeOf(0).part()
@@ -848,7 +848,7 @@ func TestActivityCompactDirectory(t *testing.T) {
 // values: here up to 10,000 split nodes), as each shard in turn joins as a
 // bucket and turns dense. (Before, the mark that turned the 275th shard
 // dense failed with "too many results to unpack", and so did each after.)
-func TestActivityManyDenseShardsInAPartition(t *testing.T) {
+func TestActivity_ManyDenseShardsInAPartition(t *testing.T) {
 	smallTries(t, 4, 8)
 	var shards []int64
 	for s := int64(0); len(shards) < 280; s++ {
@@ -872,7 +872,7 @@ func TestActivityManyDenseShardsInAPartition(t *testing.T) {
 	})
 }
 
-func TestActivityManyPeriods(t *testing.T) {
+func TestActivity_ManyPeriods(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		// One script reads 2,500 indexes: on miniredis under -race on a busy
 		// machine that can take longer than the default call timeout.
@@ -899,7 +899,7 @@ func TestActivityManyPeriods(t *testing.T) {
 	})
 }
 
-func TestActivityBadID(t *testing.T) {
+func TestActivity_BadID(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	for _, id := range []int64{-1, math.MinInt64, -1 << 62} {

@@ -16,7 +16,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-func TestRecentDefaultCapacity(t *testing.T) {
+func TestAutocomplete_RecentDefaultCapacity(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		for i := 0; i < 150; i++ {
@@ -32,7 +32,7 @@ func TestRecentDefaultCapacity(t *testing.T) {
 
 // On a real server, the memory the book chose lists to save: 100 names of
 // ten bytes. The figure goes in the README.
-func TestRecentMemoryUsage(t *testing.T) {
+func TestAutocomplete_RecentMemoryUsage(t *testing.T) {
 	addr := testserver.RedisAddr()
 	if addr == "" {
 		t.Skip("REDIS_ADDR not set: MEMORY USAGE is measured on a real server")
@@ -77,7 +77,7 @@ func randomMember(r *rand.Rand) string {
 	return b.String()
 }
 
-func TestSuggestOracle(t *testing.T) {
+func TestAutocomplete_SuggestOracle(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		r := rand.New(rand.NewPCG(1, 2))
@@ -140,7 +140,7 @@ func firstDiff(a, b []string) string {
 
 // Readers and writers at once: every result is sorted, matches the prefix,
 // and holds every member that was never removed.
-func TestSuggestConcurrent(t *testing.T) {
+func TestAutocomplete_SuggestConcurrent(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		e := engine(s)
@@ -259,7 +259,7 @@ func majorVersion(s *testserver.Server, t testing.TB) int {
 // markers are writes; yet Suggest must answer, as ZRANGEBYLEX does: on
 // Redis 7 its script carries the allow-oom flag. The markers come and go
 // within the script, so the set is unchanged afterwards.
-func TestSuggestAtMaxmemory(t *testing.T) {
+func TestAutocomplete_SuggestAtMaxmemory(t *testing.T) {
 	s := privateServer(t, "private redis")
 	ctx, e := ctxT(t), engine(s)
 	members := []string{"", "a", "ab", "abb{", "abc", "abd", "ab\xff", "b", "\xff", "{"}
@@ -323,7 +323,7 @@ func TestSuggestAtMaxmemory(t *testing.T) {
 // before 7), Suggest falls back to the plain script, once per engine, even
 // when the first queries race; elsewhere it keeps the flagged one, and no
 // other error (WRONGTYPE) makes it fall back.
-func TestSuggestShebangFallback(t *testing.T) {
+func TestAutocomplete_SuggestShebangFallback(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		wantPlain := s.Mini != nil || majorVersion(s, t) < 7
@@ -362,7 +362,7 @@ func TestSuggestShebangFallback(t *testing.T) {
 
 // SuggestRecent's tiers (exact, prefix, then suffix and contains
 // merged), each most recent first, cut at the limit.
-func TestSuggestRecentTiers(t *testing.T) {
+func TestAutocomplete_SuggestRecentTiers(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		// Added oldest first, so the list reads newest first:
@@ -443,7 +443,7 @@ func randomItem(r *rand.Rand, maxLen int) string {
 }
 
 // SuggestRecent against the oracle over random lists and queries.
-func TestSuggestRecentOracle(t *testing.T) {
+func TestAutocomplete_SuggestRecentOracle(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s, WithRecentCapacity(40))
 		r := rand.New(rand.NewPCG(19, 1))

@@ -119,7 +119,7 @@ func (p *fakeCluster) GetContext(ctx context.Context) (redis.Conn, error) {
 // Every script call binds its connection to the object's first key before
 // EVALSHA (CountActive's too, whose key counts come first), and a ctx with
 // a deadline reaches a connection without DoContext as a read timeout.
-func TestCallPathBindsByKey(t *testing.T) {
+func TestCall_BindsByKey(t *testing.T) {
 	s := testserver.Mini(t)
 	log := &connLog{}
 	e := New(&fakeCluster{pool: s.Pool, log: log}, WithNamespace(s.NS))
@@ -178,7 +178,7 @@ func TestCallPathBindsByKey(t *testing.T) {
 // MOVED means the script did not run: the call follows it on a fresh,
 // re-bound connection, at most maxRedirects times, and never on a
 // connection that cannot bind (it would land on the same node).
-func TestCallPathFollowsMoved(t *testing.T) {
+func TestCall_FollowsMoved(t *testing.T) {
 	for _, c := range []struct {
 		name       string
 		plain      bool
@@ -214,7 +214,7 @@ func TestCallPathFollowsMoved(t *testing.T) {
 	}
 }
 
-func TestTransient(t *testing.T) {
+func TestCall_Transient(t *testing.T) {
 	refused := &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}
 	for _, c := range []struct {
 		err  error
@@ -249,7 +249,7 @@ func TestTransient(t *testing.T) {
 // TryLock returns after the call timeout, a waiting Lock when its Wait
 // runs out, neither saying ErrNotAcquired (the server never answered), and
 // what they may have left on the server is abandoned once it answers again.
-func TestHungServer(t *testing.T) {
+func TestCall_HungServer(t *testing.T) {
 	s := privateServer(t, "private redis")
 	pid := info(s, t, "process_id")
 	ctx := context.Background() // the bounds must come from the engine
@@ -302,7 +302,7 @@ func TestHungServer(t *testing.T) {
 // A pool without Wait answers ErrPoolExhausted at once when all its
 // connections are out; a wait rides that out, and Unlock retries it, so
 // that 16 goroutines on a pool of 3 all get their locks and free them.
-func TestPoolExhaustedWaitedOut(t *testing.T) {
+func TestCall_PoolExhaustedWaitedOut(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -346,7 +346,7 @@ func TestPoolExhaustedWaitedOut(t *testing.T) {
 
 // With Redis refusing connections, a wait and a one-try both fail with the
 // connection's error, never with ErrNotAcquired.
-func TestRedisDownIsNotNotAcquired(t *testing.T) {
+func TestCall_RedisDownIsNotNotAcquired(t *testing.T) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -375,7 +375,7 @@ func TestRedisDownIsNotNotAcquired(t *testing.T) {
 
 // On a real server, MONITOR proves that each operation is one EVALSHA:
 // the commands a script runs show up tagged "lua", the client's own not.
-func TestOneRoundTripPerOperation(t *testing.T) {
+func TestCall_OneRoundTripPerOperation(t *testing.T) {
 	addr := os.Getenv("REDIS_ADDR")
 	if addr == "" {
 		t.Skip("REDIS_ADDR not set: MONITOR runs on a real server only")
@@ -479,7 +479,7 @@ func monitor(t *testing.T, addr, ns string, f func() error) []string {
 // With more replicas asked for than any server here has, an acquisition is
 // granted by the script, found unreplicated, abandoned, and reported with
 // ErrNotReplicated; the lock is free afterwards.
-func TestReplicaAckShortfall(t *testing.T) {
+func TestCall_ReplicaAckShortfall(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		e := engine(s, WithReplicaAck(64, 20*time.Millisecond))
@@ -501,7 +501,7 @@ func TestReplicaAckShortfall(t *testing.T) {
 // call returns; WithReplicaAck(2, ...) gets ErrNotReplicated and leaves the
 // lock free. With the replica gone, Lock.Extend and Permit.Extend keep what they set
 // and say ErrNotReplicated.
-func TestReplicaAck(t *testing.T) {
+func TestCall_ReplicaAck(t *testing.T) {
 	testserver.Parallel(t)
 	primary, replica := startReplicated(t)
 	ctx := ctxT(t)

@@ -19,7 +19,7 @@ import (
 // Every operation on a cluster-enabled node (REDIS_CLUSTER_ADDR, one node
 // serving every slot): a key outside the object's hash tag would fail with
 // CROSSSLOT.
-func TestClusterNode(t *testing.T) {
+func TestCluster_Node(t *testing.T) {
 	addr := testserver.ClusterNodeAddr()
 	if addr == "" {
 		t.Skip("REDIS_CLUSTER_ADDR not set: no cluster-enabled node")
@@ -48,7 +48,7 @@ func spreadNames(n int) []string {
 
 // Objects of every kind spread over all the primaries, and each of their
 // keys lives on the primary that owns its slot, by CLUSTER KEYSLOT.
-func TestClusterSpread(t *testing.T) {
+func TestCluster_Spread(t *testing.T) {
 	s := clusterServer(t)
 	ctx, e := ctxT(t), engine(s)
 	for _, name := range spreadNames(24) {
@@ -137,7 +137,7 @@ func monitorNode(t *testing.T, addr string) (stop func() []string) {
 // EVALSHA, on the primary that owns the object's slot: no redirect, no EVAL,
 // nothing else. MONITOR on every primary shows it, filtered to this test's
 // keys (other tests may share the cluster); INFO errorstats counts MOVED.
-func TestClusterOneRoundTrip(t *testing.T) {
+func TestCluster_OneRoundTrip(t *testing.T) {
 	s := clusterServer(t)
 	ctx := ctxT(t)
 	pool := &countingGets{Pool: s.Engines}
@@ -224,7 +224,7 @@ func TestClusterOneRoundTrip(t *testing.T) {
 
 // hashSlot agrees with the tests' keySlot (checked against the cluster
 // specification), and tagIn finds a tag in any range.
-func TestHashSlot(t *testing.T) {
+func TestCluster_HashSlot(t *testing.T) {
 	for _, tag := range []string{"", "a", "foo", "user1000", "cart:42", "\xff\x00"} {
 		if got, want := hashSlot(tag), keySlot("{"+tag+"}"); tag != "" && got != want {
 			t.Errorf("hashSlot(%q) = %d, want %d", tag, got, want)

@@ -21,7 +21,7 @@ import (
 // A campaign leads, proclaims and resigns; the next candidate, queued,
 // leads in a higher term; an observer on another engine sees each state in
 // order, and Leader reads the same.
-func TestElectionCampaignObserveResign(t *testing.T) {
+func TestElection_CampaignObserveResign(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t) // a new election's first term waits a lease
@@ -90,7 +90,7 @@ func TestElectionCampaignObserveResign(t *testing.T) {
 }
 
 // An election's keys never meet a lock's of the same name.
-func TestElectionAndLockOfOneNameNeverMeet(t *testing.T) {
+func TestElection_AndLockOfOneNameNeverMeet(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t) // a new election's first term waits a lease
@@ -115,7 +115,7 @@ func TestElectionAndLockOfOneNameNeverMeet(t *testing.T) {
 
 // A leader whose lease runs out with no script (its engine can no longer
 // reach Redis) is seen gone by an observer soon after its lease's end.
-func TestElectionObserveSeesALeaseRunOut(t *testing.T) {
+func TestElection_ObserveSeesALeaseRunOut(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -170,7 +170,7 @@ func (e *Engine) electionInfo(ctx context.Context, name string) (LockInfo, error
 
 // States are ordered by term, then, in one term, none after the leader,
 // and the leader's values in the order it proclaimed them.
-func TestElectionStatesInOrder(t *testing.T) {
+func TestElection_StatesInOrder(t *testing.T) {
 	leader := func(term int64) electionState { return electionState{term: term, leads: true} }
 	proclaimed := func(term, change int64) electionState {
 		return electionState{term: term, leads: true, change: change}
@@ -201,7 +201,7 @@ func TestElectionStatesInOrder(t *testing.T) {
 // leader counted as newer, and the observer sent the older value after
 // the newer.) A read is the server's state: in its term it replaces even a
 // later proclamation, which a failover may have lost.
-func TestObserveKeepsAProclamationsOrder(t *testing.T) {
+func TestElection_ObserveKeepsAProclamationsOrder(t *testing.T) {
 	o := &observer{out: make(chan Leader, 1)}
 	sent := func() (Leader, bool) {
 		select {
@@ -285,7 +285,7 @@ func TestObserveKeepsAProclamationsOrder(t *testing.T) {
 // counter after the leader's lease ran out counts as no leader too. Before,
 // Observe dropped both (term 0 ranked below the leader's) and read again
 // at once, forever.
-func TestObserveAResignAfterTheCounterExpired(t *testing.T) {
+func TestElection_ObserveAResignAfterTheCounterExpired(t *testing.T) {
 	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -352,7 +352,7 @@ func TestObserveAResignAfterTheCounterExpired(t *testing.T) {
 // still held (before, the release had deleted it), and a first campaign
 // beside a queue of the wrong type fails with nothing written (before, its
 // guard had written the lock and the counter).
-func TestElectionScriptsFailCleanly(t *testing.T) {
+func TestElection_ScriptsFailCleanly(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -419,7 +419,7 @@ func TestElectionScriptsFailCleanly(t *testing.T) {
 // retention alone: with a retention no longer than the lease, each attempt
 // could find it gone and wait again; a campaign took up to 4.8 s with
 // 300 ms of each, and 60 s, its test's limit, in CI.)
-func TestCampaignOutlastsAShortRetention(t *testing.T) {
+func TestElection_CampaignOutlastsAShortRetention(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -495,7 +495,7 @@ type leadership struct {
 // once; terms grow with every leader; the (term, token) store admits no
 // write of a deposed leader; and two observers never see an older state
 // after a newer, nor a leader that was not one.
-func TestElectionUnderFaults(t *testing.T) {
+func TestElection_UnderFaults(t *testing.T) {
 	testserver.Parallel(t)
 	r := testserver.PrivateRedis(t)
 	// It runs until enough terms have passed (the restart after half of

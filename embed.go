@@ -9,7 +9,7 @@ import (
 
 // The Lua scripts, one per operation. Each file opens with a comment naming
 // its KEYS, ARGV and reply; the key count given here must match it
-// (TestScriptsDeclareTheirKeys checks).
+// (TestEmbed_ScriptsDeclareTheirKeys checks).
 //
 //go:embed scripts/*.lua scripts/lib/*.lua
 var scriptFS embed.FS

@@ -8,7 +8,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-func TestScriptsDeclareTheirKeys(t *testing.T) {
+func TestEmbed_ScriptsDeclareTheirKeys(t *testing.T) {
 	files, err := scriptFS.ReadDir("scripts")
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +46,7 @@ func TestScriptsDeclareTheirKeys(t *testing.T) {
 // Script.DoContext must resend with EVAL, which loads the script again.
 // (internal/suite's ScriptFlushFallsBackToEval checks the calls work over
 // every client; this checks, by the script's hash, that EVAL reloaded it.)
-func TestScriptFlushReloadsScript(t *testing.T) {
+func TestEmbed_ScriptFlushReloadsScript(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		l, err := e.TryLock(ctx, "sf", LockOptions{})

@@ -15,7 +15,7 @@ import (
 
 // Close stops every watchdog the engine runs (their Lost channels close:
 // nobody extends those leases any more) and waits for pending abandons.
-func TestEngineClose(t *testing.T) {
+func TestEngine_Close(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -76,7 +76,7 @@ func abandons() int {
 // closes their Lost channels, tells the observer EventReleased and logs no
 // error; an Unlock afterwards returns nil, the holdings' other calls
 // ErrClosed, and nothing waited for is granted afterwards.
-func TestCloseEndsWaitsAndReleasesHoldings(t *testing.T) {
+func TestEngine_CloseEndsWaitsAndReleasesHoldings(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -172,7 +172,7 @@ func TestCloseEndsWaitsAndReleasesHoldings(t *testing.T) {
 
 // An Unlock in flight when Close runs returns its own result, and Close
 // does not release the holding a second time.
-func TestUnlockBesideClose(t *testing.T) {
+func TestEngine_UnlockBesideClose(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx := ctxT(t)
 	rec := &recorder{}
@@ -208,7 +208,7 @@ func TestUnlockBesideClose(t *testing.T) {
 
 // A grant that reaches a call after Close ran is passed on: the call
 // returns ErrClosed and the lock is free.
-func TestGrantAfterCloseIsPassedOn(t *testing.T) {
+func TestEngine_GrantAfterCloseIsPassedOn(t *testing.T) {
 	t.Parallel() // a server of its own; it waits out a ReleaseTimeout or a held-back reply
 	s := testserver.Mini(t)
 	s.Realtime(t)
@@ -234,7 +234,7 @@ func TestGrantAfterCloseIsPassedOn(t *testing.T) {
 
 // A nil *redis.Pool (a typed nil in the Pool interface) is a nil pool:
 // every call returns ErrInvalid, and New does not panic.
-func TestTypedNilPool(t *testing.T) {
+func TestEngine_TypedNilPool(t *testing.T) {
 	var p *redis.Pool
 	e := New(p)
 	if _, err := e.TryLock(ctxT(t), "x", LockOptions{}); !errors.Is(err, ErrInvalid) {
@@ -244,7 +244,7 @@ func TestTypedNilPool(t *testing.T) {
 
 // A rejected option or a nil pool makes every call fail with ErrInvalid,
 // before any I/O.
-func TestBadEngine(t *testing.T) {
+func TestEngine_Bad(t *testing.T) {
 	s := testserver.Mini(t)
 	for name, e := range map[string]*Engine{
 		"nil pool":          New(nil),

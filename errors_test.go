@@ -13,7 +13,7 @@ import (
 // An error returned to the caller is the caller's to log: an Unlock that
 // finds its lease run out returns ErrNotHeld, and the logger gets no second
 // copy (the observer still hears of the loss).
-func TestReturnedErrorsAreNotLogged(t *testing.T) {
+func TestErrors_ReturnedAreNotLogged(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx := ctxT(t)
 	rec, logs := &recorder{}, &logRecords{}
@@ -35,7 +35,7 @@ func TestReturnedErrorsAreNotLogged(t *testing.T) {
 }
 
 // Error.Object takes the Object constants, and a Try form ignores Wait.
-func TestObjectsAndTryIgnoresWait(t *testing.T) {
+func TestErrors_ObjectsAndTryIgnoresWait(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	for _, c := range []struct {
@@ -67,7 +67,7 @@ func TestObjectsAndTryIgnoresWait(t *testing.T) {
 }
 
 // Errors name the package once and say what happened to which object.
-func TestErrorMessages(t *testing.T) {
+func TestErrors_Messages(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	var ps []*Permit

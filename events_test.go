@@ -37,7 +37,7 @@ func (b *syncBuffer) String() string {
 // per (engine, name, stored limit), granted or refused: an
 // EventLimitDiffers whose Err names both limits, and a WARN log line.
 // Agreeing limits and Limit 0 report nothing.
-func TestStoredLimitDiffersIsReported(t *testing.T) {
+func TestEvents_StoredLimitDiffersIsReported(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		rec := &recorder{}
@@ -116,7 +116,7 @@ func TestStoredLimitDiffersIsReported(t *testing.T) {
 
 // An engine remembers at most limitsRemembered reported (name, limit)
 // pairs; past that, one is forgotten for each new one.
-func TestStoredLimitMemoryIsBounded(t *testing.T) {
+func TestEvents_StoredLimitMemoryIsBounded(t *testing.T) {
 	s := testserver.Mini(t)
 	n := 0
 	e := New(s.Pool, WithObserver(func(ev Event) { n++ }))
@@ -139,7 +139,7 @@ func TestStoredLimitMemoryIsBounded(t *testing.T) {
 
 // Every event type, from a scenario that causes it, for locks, read-write
 // locks and semaphores.
-func TestEvents(t *testing.T) {
+func TestEvents_Delivered(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -272,7 +272,7 @@ func (brokenSubscriber) Subscribe(context.Context, string) (Subscription, error)
 
 // WithLogger: background failures at Warn, lost holdings at Error, with
 // the object, its name and the error; nothing for the daily business.
-func TestLogger(t *testing.T) {
+func TestEvents_Logger(t *testing.T) {
 	s := testserver.Mini(t)
 	s.Realtime(t)
 	ctx := ctxT(t)

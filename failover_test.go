@@ -54,7 +54,7 @@ func (g *pairGuard) enter(fence int64, token string) (admitted, fenceOnly bool) 
 // The rule itself: higher fences enter, the same holder re-enters, a lower
 // fence is refused by both guards, and a second holder of the same fence is
 // refused by the pair guard where a fence-only guard lets it in.
-func TestFencePairRule(t *testing.T) {
+func TestFailover_FencePairRule(t *testing.T) {
 	var g pairGuard
 	for _, c := range []struct {
 		fence           int64
@@ -407,7 +407,7 @@ func failoverEngine(t *testing.T, pc *privateCluster, ns string, opts ...Option)
 // may be handed out twice (the replica had not received the last grants):
 // the pair guard turns every second comer away; the count is reported. The
 // killed node is restarted and rejoins as a replica before the next run.
-func TestFailoverKill(t *testing.T) {
+func TestFailover_Kill(t *testing.T) {
 	pc := startPrivateCluster(t)
 	names := make([]string, 64)
 	for i := range names {
@@ -556,7 +556,7 @@ func TestFailoverKill(t *testing.T) {
 // let it in. (Had the promoted replica lost more than the last grants, the
 // fences would differ, and the guard lets only the higher one in from
 // then on.)
-func TestFailoverStall(t *testing.T) {
+func TestFailover_Stall(t *testing.T) {
 	pc := startPrivateCluster(t)
 	const name = "stalled"
 	slot := int(keySlot(name))
@@ -693,7 +693,7 @@ func TestFailoverStall(t *testing.T) {
 // once with nothing changed, a Lock with Wait tries again. Once the slot is
 // the other primary's, MOVED is followed, and the waiter takes the lock
 // there with the next fence: the counter moved with the slot.
-func TestClusterReshard(t *testing.T) {
+func TestFailover_ClusterReshard(t *testing.T) {
 	pc := startPrivateCluster(t)
 	const name = "moving"
 	slot := int(keySlot(name))

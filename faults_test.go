@@ -190,13 +190,13 @@ func (f *mutexFigures) checkBite(t *testing.T, target int) {
 	}
 }
 
-// TestMutualExclusionUnderFaults: 32 goroutines on 4 engines take 16 lock
+// TestFaults_MutualExclusion: 32 goroutines on 4 engines take 16 lock
 // names through a proxy that delays a fifth of all chunks by up to 20 ms and
 // cuts connections at random, with 40 ms leases; 2% of holders stay 50 ms,
 // so leases run out mid-section and others get in. Valid holders (the
 // release found the lock still theirs) never overlap, and no holder the
 // fence caught had a valid release.
-func TestMutualExclusionUnderFaults(t *testing.T) {
+func TestFaults_MutualExclusion(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -304,7 +304,7 @@ func admission(t *testing.T, s *testserver.Server, target, sems int, hold time.D
 	return secs, granted, errs
 }
 
-func TestAdmissionUnderFaults(t *testing.T) {
+func TestFaults_Admission(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -359,7 +359,7 @@ func TestAdmissionUnderFaults(t *testing.T) {
 // latency: a client whose second MULTI block (the ZADDs and ZRANK) is held
 // back 150 ms ranks below one that INCRed after it and was admitted
 // meanwhile, so both hold. The section checker counts the over-admission.
-func TestBookFairSemaphoreOverAdmits(t *testing.T) {
+func TestFaults_BookFairSemaphoreOverAdmits(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		const limit = 5
 		key := s.NS + "semaphore:book"
@@ -438,7 +438,7 @@ func TestBookFairSemaphoreOverAdmits(t *testing.T) {
 // acquire_lock_with_timeout (listing 6.11) cut between SETNX and EXPIRE
 // leaves a lock with no TTL: held forever if no waiter repairs it. Ours,
 // cut right after its one request, always has a lease.
-func TestBookLockCutBeforeExpire(t *testing.T) {
+func TestFaults_BookLockCutBeforeExpire(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		proxy := startProxy(t, s.Addr, faults{cutOn: []byte("EXPIRE")})
 		c, err := redis.Dial("tcp", proxy.addr())
@@ -475,7 +475,7 @@ func TestBookLockCutBeforeExpire(t *testing.T) {
 // the first release ran and only its reply was lost, the second finds the
 // lock gone: Unlock says so, and not as ErrNotHeld, which would tell the
 // caller that another took it.
-func TestUnlockRetriesACutConnection(t *testing.T) {
+func TestFaults_UnlockRetriesACutConnection(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := context.Background()
 		for _, c := range []struct {
@@ -509,7 +509,7 @@ func TestUnlockRetriesACutConnection(t *testing.T) {
 // refresh_fair_semaphore (listing 6.16) refreshes a permit past its
 // timeout when nobody purged it yet: a timed-out permit comes back. Ours
 // answers ErrNotHeld and the permit stays gone.
-func TestBookRefreshRevives(t *testing.T) {
+func TestFaults_BookRefreshRevives(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		c := s.Pool.Get()
 		defer c.Close()
@@ -546,7 +546,7 @@ func TestBookRefreshRevives(t *testing.T) {
 
 // Jumps of the server's TIME change what server time says and nothing
 // else: no lock or permit is lost or gained by them.
-func TestClockJumps(t *testing.T) {
+func TestFaults_ClockJumps(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	base := time.Now()
@@ -584,7 +584,7 @@ func TestClockJumps(t *testing.T) {
 
 // SCRIPT FLUSH while operations run: every operation recovers through the
 // EVAL fallback, none fails.
-func TestScriptFlushMidRun(t *testing.T) {
+func TestFaults_ScriptFlushMidRun(t *testing.T) {
 	testserver.Parallel(t) // slow, and flushes only its own miniredis's scripts
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e := engine(s)
@@ -629,7 +629,7 @@ func TestScriptFlushMidRun(t *testing.T) {
 // A restart of a private redis-server mid-run: operations fail while it is
 // down and all recover after. Locks do not survive (no persistence): the
 // single-node durability caveat in the README.
-func TestServerRestart(t *testing.T) {
+func TestFaults_ServerRestart(t *testing.T) {
 	r := testserver.PrivateRedis(t)
 	pool := newPool(t, r.Addr())
 	e, ctx := New(pool), context.Background()
@@ -668,7 +668,7 @@ func runAll(ctx context.Context, e *Engine) error {
 }
 
 // The counting functions themselves see a violation when there is one.
-func TestCheckersCount(t *testing.T) {
+func TestFaults_CheckersCount(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
 	secs := []section{{at(0), at(10), true}, {at(5), at(15), true}, {at(12), at(20), false}, {at(15), at(16), true}}
 	if n := overlapsAmongValid(secs); n != 1 {
@@ -694,7 +694,7 @@ func TestCheckersCount(t *testing.T) {
 // The library reads the client's clock only to pace waits and extensions:
 // every time.Now, time.Since and time.Until in the library's files sits in
 // one of these functions, none of which decides who holds what.
-func TestClientClockOnlyPaces(t *testing.T) {
+func TestFaults_ClientClockOnlyPaces(t *testing.T) {
 	allowed := map[string]string{
 		"settle":                "when the holding began, for EventReleased",
 		"take":                  "an election's observer: when the leader's lease, as last read, ends, to read again then, and whether a reading of no leader with the counter gone comes after it",

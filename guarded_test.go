@@ -21,7 +21,7 @@ return {redis.call('GET', KEYS[1]), #KEYS, #ARGV}`)
 
 // A guarded script runs while the lock is held, with the caller's KEYS and
 // ARGV; once the lock is gone it runs nothing and says ErrNotHeld.
-func TestEvalGuardedByTheLock(t *testing.T) {
+func TestGuarded_EvalGuardedByTheLock(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -65,7 +65,7 @@ func TestEvalGuardedByTheLock(t *testing.T) {
 
 // A body's error comes back wrapping Redis's, its writes before it stay; a
 // read lock guards nothing, a write lock does; keys must carry the tag.
-func TestEvalErrorsAndReadWriteLocks(t *testing.T) {
+func TestGuarded_EvalErrorsAndReadWriteLocks(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -117,7 +117,7 @@ return redis.call('INCR', KEYS[1])`)
 }
 
 // An election's leader guards writes with its term.
-func TestEvalByALeader(t *testing.T) {
+func TestGuarded_EvalByALeader(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -144,7 +144,7 @@ return 1`)
 // outlive their lease before writing. The store's own record (each name's
 // list of the fences that wrote) never holds a fence below one written
 // before it: no holder that had lost its lock wrote.
-func TestEvalUnderFaults(t *testing.T) {
+func TestGuarded_EvalUnderFaults(t *testing.T) {
 	testserver.Parallel(t)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)

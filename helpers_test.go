@@ -65,24 +65,24 @@ func clusterServer(t *testing.T) *testserver.Server {
 }
 
 // notOnCluster are the behavioural tests that cannot run on a multi-node
-// cluster, and why. The cluster's own faults are TestFailoverKill and
-// TestFailoverStall.
+// cluster, and why. The cluster's own faults are TestFailover_Kill and
+// TestFailover_Stall.
 var notOnCluster = map[string]string{
-	"TestMutualExclusionUnderFaults":      proxied,
-	"TestAdmissionUnderFaults":            proxied,
-	"TestWeightedAdmissionUnderFaults":    proxied,
-	"TestRWUnderFaults":                   proxied,
-	"TestExtendBeatsLateExtension":        proxied,
-	"TestEngineClose":                     proxied,
-	"TestNoLostWakeup":                    proxied,
-	"TestBookFairSemaphoreOverAdmits":     proxied,
-	"TestBookLockCutBeforeExpire":         proxied,
-	"TestBookRefreshRevives":              proxied,
-	"TestUnlockRetriesACutConnection":     proxied,
-	"TestElectionObserveSeesALeaseRunOut": proxied,
-	"TestEvalUnderFaults":                 proxied,
-	"TestBoundedPoolNoDeadlock":           ownPool,
-	"TestRWDeadReader":                    ownPool,
+	"TestFaults_MutualExclusion":                 proxied,
+	"TestFaults_Admission":                       proxied,
+	"TestSemaphore_WeightedAdmissionUnderFaults": proxied,
+	"TestRW_UnderFaults":                         proxied,
+	"TestLease_ExtendBeatsLateExtension":         proxied,
+	"TestEngine_Close":                           proxied,
+	"TestWake_NoLostWakeup":                      proxied,
+	"TestFaults_BookFairSemaphoreOverAdmits":     proxied,
+	"TestFaults_BookLockCutBeforeExpire":         proxied,
+	"TestFaults_BookRefreshRevives":              proxied,
+	"TestFaults_UnlockRetriesACutConnection":     proxied,
+	"TestElection_ObserveSeesALeaseRunOut":       proxied,
+	"TestGuarded_EvalUnderFaults":                proxied,
+	"TestAcquire_BoundedPoolNoDeadlock":          ownPool,
+	"TestRW_DeadReader":                          ownPool,
 }
 
 const (

@@ -16,7 +16,7 @@ import (
 // watchdog lock whose renewals failed until it was declared lost returns
 // ErrNotHeld and does not extend it on the server (before, it did, and
 // Close, which no longer knew it, left it held for the new lease).
-func TestEndedHoldingSendsNothing(t *testing.T) {
+func TestHolding_EndedSendsNothing(t *testing.T) {
 	testserver.Parallel(t) // waits out a span
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
@@ -67,7 +67,7 @@ func TestEndedHoldingSendsNothing(t *testing.T) {
 
 // A zero Lock or Permit (not nil; no engine returned it) answers every call
 // with an error wrapping ErrNotHeld. (Before, they panicked.)
-func TestZeroHoldings(t *testing.T) {
+func TestHolding_Zero(t *testing.T) {
 	ctx := context.Background()
 	var l Lock
 	var p Permit
@@ -99,7 +99,7 @@ func TestZeroHoldings(t *testing.T) {
 	}
 }
 
-func TestLostNeverClosesWithoutWatchdog(t *testing.T) {
+func TestHolding_LostNeverClosesWithoutWatchdog(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		l, err := engine(s).TryLock(ctx, "nw", LockOptions{TTL: 10 * time.Millisecond})
@@ -119,7 +119,7 @@ func TestLostNeverClosesWithoutWatchdog(t *testing.T) {
 }
 
 // No method of a nil holding panics (README, "Locks").
-func TestNilHoldings(t *testing.T) {
+func TestHolding_Nil(t *testing.T) {
 	ctx := ctxT(t)
 	var l *Lock
 	var p *Permit
@@ -157,7 +157,7 @@ func TestNilHoldings(t *testing.T) {
 
 // A holding's context says why it ended: a loss is an *Error wrapping
 // ErrNotHeld, a release says so.
-func TestHoldingContextCause(t *testing.T) {
+func TestHolding_ContextCause(t *testing.T) {
 	s := testserver.Mini(t)
 	s.Realtime(t)
 	ctx, e := ctxT(t), engine(s)
@@ -199,7 +199,7 @@ func TestHoldingContextCause(t *testing.T) {
 // (or the Extend) was sent: that tenth is the margin for the client's
 // clock, so the guarded work stops before the next holder can start.
 // Permits likewise.
-func TestContextEndsATenthBeforeTheLease(t *testing.T) {
+func TestHolding_ContextEndsATenthBeforeTheLease(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		check := func(what string, lease time.Duration, before, after time.Time, c context.Context) {

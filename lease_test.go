@@ -12,7 +12,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-func TestWatchdogExtendChangesLease(t *testing.T) {
+func TestLease_WatchdogExtendChangesLease(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -37,7 +37,7 @@ func TestWatchdogExtendChangesLease(t *testing.T) {
 // 600 ms lease for 160 ms, so an extension (sent 200 ms after the acquire was)
 // is in flight when Extend(1h) is sent, and lands after it. The server
 // must keep the hour.
-func TestExtendBeatsLateExtension(t *testing.T) {
+func TestLease_ExtendBeatsLateExtension(t *testing.T) {
 	testserver.Parallel(t) // on miniredis alone: waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -82,7 +82,7 @@ func TestExtendBeatsLateExtension(t *testing.T) {
 // An extension numbered as the last one applied (a repeat, or a late
 // watchdog extension an Extend's number has overtaken) changes nothing: the
 // script says it is stale (2) and the lease the applied one set stands.
-func TestExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
+func TestLease_ExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), engine(s)
@@ -112,7 +112,7 @@ func TestExtensionNumberedAsAppliedChangesNothing(t *testing.T) {
 // call's outcome: a plain lock's Context ran 27 s past the server's lease,
 // and the watchdog waited 10 s to extend a 1 s lease, which another
 // engine then took, while the first holder's Context was still live.)
-func TestFailedExtendIsNotCounted(t *testing.T) {
+func TestLease_FailedExtendIsNotCounted(t *testing.T) {
 	testserver.Parallel(t) // waits out a lease
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -154,7 +154,7 @@ func TestFailedExtendIsNotCounted(t *testing.T) {
 // made before it with the new lease (less a tenth). (Before, they kept the
 // deadline of the longer lease: 25.8 s after another engine took the
 // lock.)
-func TestShorterExtendEndsEarlierContexts(t *testing.T) {
+func TestLease_ShorterExtendEndsEarlierContexts(t *testing.T) {
 	testserver.Parallel(t) // waits out a lease
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -188,7 +188,7 @@ func TestShorterExtendEndsEarlierContexts(t *testing.T) {
 // lock's does, so that permits are kept where locks are. (Before, both
 // began with ZADD: Extend failed with OOM, and a watchdog's permit was
 // lost at its first lease's end.)
-func TestExtendAtMaxmemory(t *testing.T) {
+func TestLease_ExtendAtMaxmemory(t *testing.T) {
 	r := testserver.PrivateRedis(t)
 	testserver.Parallel(t)
 	ctx := ctxT(t)
@@ -231,7 +231,7 @@ func TestExtendAtMaxmemory(t *testing.T) {
 // from when that extension was sent), not at a retry past it: refused
 // connections fail each try at once; a server that answers too late fails
 // each at the call's timeout.
-func TestWatchdogLosesAtItsSpan(t *testing.T) {
+func TestLease_WatchdogLosesAtItsSpan(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("needs the fault proxy in front of one server")

@@ -15,7 +15,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-func TestLockDefaultTTL(t *testing.T) {
+func TestLock_DefaultTTL(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		l, err := engine(s).TryLock(ctx, "d", LockOptions{})
@@ -37,7 +37,7 @@ func TestLockDefaultTTL(t *testing.T) {
 // fence; permits likewise. The README promises only that fences grow
 // strictly, which internal/suite checks over every client; this pins the
 // counter itself.
-func TestLockFencesAreConsecutive(t *testing.T) {
+func TestLock_FencesAreConsecutive(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		engines := []*Engine{engine(s), engine(s), engine(s)}
@@ -130,7 +130,7 @@ func TestLockFencesAreConsecutive(t *testing.T) {
 	})
 }
 
-func TestLockWaitsForExpiry(t *testing.T) {
+func TestLock_WaitsForExpiry(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -155,7 +155,7 @@ func TestLockWaitsForExpiry(t *testing.T) {
 // keyspace snapshot would miss. miniredis has no such counter, so the
 // check runs on a redis-server of the test's own (nothing else writes
 // there).
-func TestInspectionWritesNothing(t *testing.T) {
+func TestLock_InspectionWritesNothing(t *testing.T) {
 	t.Run("miniredis", func(t *testing.T) {
 		t.Skip("miniredis has no rdb_changes_since_last_save in INFO: the check runs on redis-server")
 	})
@@ -259,7 +259,7 @@ func present(s *testserver.Server, t testing.TB, key string) bool {
 // second holder's fence is still the higher: a resource that checks fences
 // turns the first away. Under noeviction the lock survives and the writes
 // fail with OOM instead.
-func TestEvictionAndLocks(t *testing.T) {
+func TestLock_EvictionAndLocks(t *testing.T) {
 	const maxFiller = 20000 // 320 MB through a 1 MB headroom
 	lockKey := func(s *testserver.Server) string { return s.NS + "lock:{job}" }
 	fenceKey := func(s *testserver.Server) string { return s.NS + "lock:{job}:fence" }
@@ -376,7 +376,7 @@ func TestEvictionAndLocks(t *testing.T) {
 
 // LockInfo tells the holder, its fence and lease, and the live waiters;
 // it writes nothing.
-func TestLockInfo(t *testing.T) {
+func TestLock_Info(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -420,7 +420,7 @@ func TestLockInfo(t *testing.T) {
 // ForceUnlock frees a lock whoever holds it and hands it to the first live
 // waiter; the old holder's Unlock says ErrNotHeld and its watchdog loses
 // it.
-func TestForceUnlock(t *testing.T) {
+func TestLock_ForceUnlock(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -472,7 +472,7 @@ func TestForceUnlock(t *testing.T) {
 // Lock.Context ends when the lock is released, when a watchdog holder
 // loses it (within one extension period), and at the lease's end without a
 // watchdog.
-func TestLockContext(t *testing.T) {
+func TestLock_Context(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -532,7 +532,7 @@ func TestLockContext(t *testing.T) {
 // A string at a lock's key that is not a lock's value is free to LockInfo,
 // as it is to TryLock, which takes it over; LockInfo used to fail on it
 // ("unexpected reply []": its parse's nils cut the reply short).
-func TestLockInfoOnAForeignValue(t *testing.T) {
+func TestLock_InfoOnAForeignValue(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		s.Must(t, "SET", s.NS+"lock:{foreign}", "not a lock")
@@ -554,7 +554,7 @@ func TestLockInfoOnAForeignValue(t *testing.T) {
 // operation made on a private redis-server before holdings stored an
 // Owner (fb270a2, where only exclusive locks did): an empty Owner must
 // cost nothing, so these stay as they were. Measured by
-// TestOwnerlessCostsNothing itself on that commit; the semaphore's since
+// TestLock_OwnerlessCostsNothing itself on that commit; the semaphore's since
 // lowered, as this test counted them, where a one-try acquire reads the
 // waiters hash, and a release the fence counter, only when someone is
 // queued (27, 27 and 26 before).
@@ -572,7 +572,7 @@ var ownerlessCommands = map[string]int{
 // write hold and a permit runs as many commands as it did before Owners
 // were stored (INFO commandstats of a private server, which nobody else
 // uses).
-func TestOwnerlessCostsNothing(t *testing.T) {
+func TestLock_OwnerlessCostsNothing(t *testing.T) {
 	t.Parallel()
 	s := privateServer(t, "redis")
 	e, ctx := engine(s), ctxT(t)
@@ -634,7 +634,7 @@ func takeAndLeave(ctx context.Context) func(*Lock, error) error {
 // changes it and nothing else (token, fence, lease), Extend and the
 // watchdog keep it, and the next holder's comes with the handoff, there at
 // once (before the waiter confirms).
-func TestOwnerStoredWithTheLock(t *testing.T) {
+func TestLock_OwnerStored(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -702,7 +702,7 @@ func TestOwnerStoredWithTheLock(t *testing.T) {
 }
 
 // A watchdog's extensions keep the Owner.
-func TestOwnerKeptByTheWatchdog(t *testing.T) {
+func TestLock_OwnerKeptByTheWatchdog(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)

@@ -33,7 +33,7 @@ func free(t *testing.T, e *Engine, names ...string) {
 }
 
 // TryLockAll takes all or none; LockAll waits for the busy ones.
-func TestLockAllAllOrNone(t *testing.T) {
+func TestMultiLock_AllOrNone(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -105,7 +105,7 @@ func TestLockAllAllOrNone(t *testing.T) {
 }
 
 // A LockAll whose wait ends releases what it took.
-func TestLockAllReleasesOnFailure(t *testing.T) {
+func TestMultiLock_ReleasesOnFailure(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -125,7 +125,7 @@ func TestLockAllReleasesOnFailure(t *testing.T) {
 
 // Two LockAll calls over the same names in opposite orders, again and
 // again, never deadlock.
-func TestLockAllCrossingOrders(t *testing.T) {
+func TestMultiLock_CrossingOrders(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -167,7 +167,7 @@ func TestLockAllCrossingOrders(t *testing.T) {
 
 // Losing one lock loses the MultiLock: Lost closes, its Context ends, the
 // other locks are released.
-func TestLockAllLosesAllWithOne(t *testing.T) {
+func TestMultiLock_LosesAllWithOne(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -205,7 +205,7 @@ func TestLockAllLosesAllWithOne(t *testing.T) {
 // of four names, with the others' counters in use. (On
 // a cluster, one script a slot: the other names were taken and given back,
 // their counters moved on; the bad counter is as it was, no name held.)
-func TestLockAllCounterOfWrongType(t *testing.T) {
+func TestMultiLock_CounterOfWrongType(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -241,7 +241,7 @@ func TestLockAllCounterOfWrongType(t *testing.T) {
 // A fence counter past 2^53 (set by hand: a counter started from the clock
 // stays below it for centuries) still grows by one a TryLockAll, as INCR
 // keeps it: a Lua number cannot add one to it exactly.
-func TestLockAllCounterPastExactDoubles(t *testing.T) {
+func TestMultiLock_CounterPastExactDoubles(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -269,7 +269,7 @@ func TestLockAllCounterPastExactDoubles(t *testing.T) {
 }
 
 // Bad input writes nothing.
-func TestLockAllInvalid(t *testing.T) {
+func TestMultiLock_Invalid(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -314,7 +314,7 @@ func (f *refusingPool) GetContext(ctx context.Context) (redis.Conn, error) {
 // README: a wait retries it until it runs out): it goes on name by name,
 // each retried, where its first try at all the names at once failed. A
 // TryLockAll reports it. (Before, LockAll gave up at once.)
-func TestLockAllRidesOutARefusedConnection(t *testing.T) {
+func TestMultiLock_RidesOutARefusedConnection(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("a plain pool in front of one server")
@@ -342,7 +342,7 @@ func TestLockAllRidesOutARefusedConnection(t *testing.T) {
 // LockAll's Wait is its wait in all: a first try at all the names at once
 // that fails late counts against it, and the names taken one by one after
 // it wait only what is left. (Before, they waited a whole Wait more.)
-func TestLockAllWaitsItsWaitInAll(t *testing.T) {
+func TestMultiLock_WaitsItsWaitInAll(t *testing.T) {
 	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
@@ -371,7 +371,7 @@ func TestLockAllWaitsItsWaitInAll(t *testing.T) {
 // Close releases a MultiLock's locks: each Lock's Lost closes, and so does
 // the MultiLock's, which closes when any of its locks is lost. (Before,
 // MultiLock.Lost stayed open.)
-func TestMultiLockLostOnClose(t *testing.T) {
+func TestMultiLock_LostOnClose(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
 		m, err := e.LockAll(ctx, []string{"ca", "cb"}, LockOptions{TTL: 5 * time.Second, Watchdog: true})
@@ -424,7 +424,7 @@ func liveLocks(e *Engine) int {
 // Valid holders of a name never overlap, no LockAll runs out
 // its wait (a deadlock would), every second sees acquisitions, and a
 // failed call leaves none of its names held by its engine.
-func TestLockAllUnderFaults(t *testing.T) {
+func TestMultiLock_UnderFaults(t *testing.T) {
 	testserver.Parallel(t)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)

@@ -15,7 +15,7 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-func TestKeySlot(t *testing.T) {
+func TestObject_KeySlot(t *testing.T) {
 	// Values from the Redis cluster specification and CLUSTER KEYSLOT.
 	for key, want := range map[string]uint16{"foo": 12182, "bar": 5061, "{user1000}.following": keySlot("user1000"), "{}x": keySlot("{}x")} {
 		if got := keySlot(key); got != want {
@@ -101,7 +101,7 @@ func FuzzKeys(f *testing.F) {
 // (locks, read-write locks, semaphores), so an idle name leaves no key;
 // the next fence then starts from the server's clock in microseconds,
 // above every fence before it.
-func TestCountersExpireAfterRetention(t *testing.T) {
+func TestObject_CountersExpireAfterRetention(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		const retention = 300 * time.Millisecond
 		ctx, e := ctxT(t), engine(s, WithFenceRetention(retention))
@@ -170,7 +170,7 @@ func TestCountersExpireAfterRetention(t *testing.T) {
 // retention keeps its counter, and its fences stay consecutive, however
 // long ago its first grant was. Here grants come 0.6 retentions apart, so
 // the third is 1.2 retentions after the first.
-func TestFenceCounterKeepsItsRetention(t *testing.T) {
+func TestObject_FenceCounterKeepsItsRetention(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		retention := 300 * time.Millisecond
 		if s.Mini == nil {
@@ -227,7 +227,7 @@ func TestFenceCounterKeepsItsRetention(t *testing.T) {
 // The largest values each option and argument takes are stored and read
 // back exactly; one past them (and MaxInt64) is ErrInvalid, with nothing
 // written.
-func TestNumbersExactAndInRange(t *testing.T) {
+func TestObject_NumbersExactAndInRange(t *testing.T) {
 	const maxDuration = time.Duration(math.MaxInt64)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
@@ -431,7 +431,7 @@ func TestNumbersExactAndInRange(t *testing.T) {
 
 // An engine refused for an option says which; the limit in force is read
 // back as stored (no rounding on the way).
-func TestNumbersErrorsNameTheValue(t *testing.T) {
+func TestObject_NumbersErrorsNameTheValue(t *testing.T) {
 	s := testserver.Mini(t)
 	err := New(s.Pool, WithRecentCapacity(math.MaxInt64)).AddRecent(ctxT(t), "l", "a")
 	if want := "recent capacity 9223372036854775807: must be at most 2^53 - 1"; err == nil || !strings.Contains(err.Error(), want) {

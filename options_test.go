@@ -15,7 +15,7 @@ import (
 
 // WithReplicaAck rejects what WAIT cannot do: every call returns ErrInvalid
 // and nothing is written. replicas 0 is off, whatever the timeout.
-func TestReplicaAckOptions(t *testing.T) {
+func TestOptions_ReplicaAck(t *testing.T) {
 	s := testserver.Mini(t)
 	for _, c := range []struct {
 		replicas int

@@ -23,7 +23,7 @@ import (
 // Ping loads every script on every primary the pool reaches (on the 3+3
 // cluster, each primary has every script afterwards), and its empty
 // message on the wake channel disturbs no waiter.
-func TestPingLoadsEveryScriptEverywhere(t *testing.T) {
+func TestPing_LoadsEveryScriptEverywhere(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		// Per node: the script hashes each server has, in everyScript's order.
@@ -102,7 +102,7 @@ func TestPingLoadsEveryScriptEverywhere(t *testing.T) {
 // Ping reports what would otherwise fail every call, or only later: an
 // option New accepted but rejected, a nil context or engine, a server that
 // does not answer; each error says what failed and wraps its cause.
-func TestPingReports(t *testing.T) {
+func TestPing_Reports(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx := ctxT(t)
 	for name, e := range map[string]*Engine{
@@ -137,7 +137,7 @@ func TestPingReports(t *testing.T) {
 // it names the PUBLISH that was refused (inside a script that refusal is
 // ignored, and waits would only be slow); without SCRIPT LOAD it names
 // the script.
-func TestPingChecksTheUsersRights(t *testing.T) {
+func TestPing_ChecksTheUsersRights(t *testing.T) {
 	s := privateServer(t, "private redis")
 	rule := readmeACL(t)
 	port, err := redis.Strings(s.Do("CONFIG", "GET", "port"))
@@ -202,7 +202,7 @@ func readmeACL(t *testing.T) []string {
 // semaphores, the admin calls, autocomplete, bitmaps, LockAll, weighted
 // permits, writes guarded by a lock, elections), and a user of another
 // namespace gets NOPERM on its keys and changes nothing.
-func TestACLLeastPrivilege(t *testing.T) {
+func TestPing_ACLLeastPrivilege(t *testing.T) {
 	s := privateServer(t, "private redis")
 	rule := readmeACL(t)
 	as := func(user string) []any {

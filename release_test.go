@@ -17,7 +17,7 @@ import (
 
 // defer l.Unlock(ctx) on a request context that was cancelled meanwhile
 // must still release the lock (README, "Locks": Unlock always tries).
-func TestUnlockOnDoneContext(t *testing.T) {
+func TestRelease_UnlockOnDoneContext(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e := engine(s)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -49,7 +49,7 @@ func TestUnlockOnDoneContext(t *testing.T) {
 // An Unlock that Redis never answers names why (the last attempt's
 // failure), and matches context.DeadlineExceeded only when the caller's
 // context ended.
-func TestUnlockNamesItsCause(t *testing.T) {
+func TestRelease_UnlockNamesItsCause(t *testing.T) {
 	t.Parallel() // a server of its own; it waits out a ReleaseTimeout or a held-back reply
 	s := testserver.Mini(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -95,7 +95,7 @@ func TestUnlockNamesItsCause(t *testing.T) {
 // try: Unlock releases it on the server (before, Close marked it released
 // by Close, and Unlock returned nil having sent nothing, the lock held for
 // the rest of its lease).
-func TestUnlockAfterAFailedClose(t *testing.T) {
+func TestRelease_UnlockAfterAFailedClose(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("needs the fault proxy in front of one server")
@@ -133,7 +133,7 @@ func TestUnlockAfterAFailedClose(t *testing.T) {
 // its retry, reports EventLost with the error Unlock returns. (Before, the
 // first reported EventLost after a clean Unlock, and the second ended the
 // holding with no event.)
-func TestReleaseSaysHowAHoldingEnded(t *testing.T) {
+func TestRelease_SaysHowAHoldingEnded(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("a plain pool, and the fault proxy, in front of one server")
@@ -209,7 +209,7 @@ func (c deadlineOnly) Deadline() (time.Time, bool) { return c.dl, true }
 // ReleaseTimeout, says how long it tried: the deadline's distance from the
 // release's start. (Before, it measured that distance at the end: "unanswered
 // within 0s".)
-func TestUnansweredReleaseSaysHowLong(t *testing.T) {
+func TestRelease_UnansweredSaysHowLong(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
 			t.Skip("the fault proxy, in front of one server")
@@ -257,7 +257,7 @@ func (p *gatedPool) GetContext(ctx context.Context) (redis.Conn, error) {
 // runs is either not sent, or sent and answered before Unlock returns:
 // never sent after it. The gate holds the renewer's connection back while
 // Unlock runs (a slow pool, a busy machine).
-func TestUnlockWaitsForAnExtensionOnItsWay(t *testing.T) {
+func TestRelease_UnlockWaitsForAnExtensionOnItsWay(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
@@ -298,7 +298,7 @@ func TestUnlockWaitsForAnExtensionOnItsWay(t *testing.T) {
 // failed, before another can take the name; an election's leadership
 // likewise, before the next candidate leads. (Before, they stayed live
 // forever.)
-func TestFailedUnlockEndsTheHolding(t *testing.T) {
+func TestRelease_FailedUnlockEndsTheHolding(t *testing.T) {
 	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {

@@ -46,7 +46,7 @@ func takeMixed(t *testing.T, ctx context.Context, e *Engine, n int, ttl time.Dur
 
 // A renewal that finds one holding gone loses that one (Lost, EventLost
 // wrapping ErrNotHeld) and keeps every other, of every kind.
-func TestRenewalLosesOnlyTheGone(t *testing.T) {
+func TestRenew_LosesOnlyTheGone(t *testing.T) {
 	t.Parallel() // it waits for renewals
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -77,7 +77,7 @@ func TestRenewalLosesOnlyTheGone(t *testing.T) {
 // behind its holder) loses that one, and keeps every other in its batch:
 // before, the batch script failed on it, and every holding it carried was
 // declared lost once retries ran out.
-func TestRenewalLosesOnlyTheBroken(t *testing.T) {
+func TestRenew_LosesOnlyTheBroken(t *testing.T) {
 	t.Parallel() // it waits for renewals
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -102,7 +102,7 @@ func TestRenewalLosesOnlyTheBroken(t *testing.T) {
 // own script, that one is lost alone. (Before, the batch script failed on
 // it, after extending those before it, and every holding it carried was
 // lost.)
-func TestRenewalHealsAnExtensionNumber(t *testing.T) {
+func TestRenew_HealsAnExtensionNumber(t *testing.T) {
 	t.Parallel() // it waits for renewals
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -162,7 +162,7 @@ func losesOnly(t *testing.T, ctx context.Context, all []heldThing, lost map[int]
 // nothing: the lease stays the Extend's, for a lock, a read-write hold
 // and a permit, on every path (batch scripts on one server, a pipeline per
 // node on a cluster).
-func TestLateRenewalCannotUndoExtend(t *testing.T) {
+func TestRenew_LateRenewalCannotUndoExtend(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		e := engine(s)
@@ -226,7 +226,7 @@ func TestLateRenewalCannotUndoExtend(t *testing.T) {
 // A renewal of holdings with different leases, interleaved, extends each
 // to its own lease: a batch script carries one lease, so the renewal
 // sends one per lease and kind.
-func TestRenewalKeepsEachLease(t *testing.T) {
+func TestRenew_KeepsEachLease(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		e := engine(s)
@@ -274,14 +274,14 @@ func TestRenewalKeepsEachLease(t *testing.T) {
 // Renewals that fail (the server unreachable) are retried: a holding
 // survives them while its lease lasts, and is lost once it would have
 // run out (EventExtendFailed before, EventLost wrapping ErrNotHeld after).
-// TestExtendWhileTheRenewerStarts extends a lock without a watchdog while
+// TestRenew_ExtendWhileTheRenewerStarts extends a lock without a watchdog while
 // another goroutine takes the engine's first watchdog lock: Extend pokes
 // the renewer, whose first holding starts it. The renewer's fields are
 // made in New, so the two share nothing unsynchronized; under -race, the
 // channel made at the first holding instead (stop 33's CI) is a data race
 // between the poke's read and that write. Without -race this checks only
 // that both calls succeed.
-func TestExtendWhileTheRenewerStarts(t *testing.T) {
+func TestRenew_ExtendWhileTheRenewerStarts(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		for i := range 10 {
@@ -318,7 +318,7 @@ func TestExtendWhileTheRenewerStarts(t *testing.T) {
 	})
 }
 
-func TestRenewalSurvivesFailuresUntilTheLease(t *testing.T) {
+func TestRenew_SurvivesFailuresUntilTheLease(t *testing.T) {
 	t.Parallel() // it waits out leases
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
@@ -384,7 +384,7 @@ func TestRenewalSurvivesFailuresUntilTheLease(t *testing.T) {
 // One goroutine renews every holding: 1,000 watchdog holdings add a few
 // goroutines to an engine (its renewer, the pool's), not one each; and
 // the renewer ends when the last holding goes.
-func TestRenewalOneGoroutine(t *testing.T) {
+func TestRenew_OneGoroutine(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Mini == nil && testing.Short() {
 			t.Skip("1,000 holdings: miniredis only with -short")
@@ -435,7 +435,7 @@ func TestRenewalOneGoroutine(t *testing.T) {
 // WithReplicaAck applies to renewals: each renewal's pipeline ends with
 // WAIT, and too few acknowledgements are a failed extension
 // (EventExtendFailed wrapping ErrNotReplicated), retried as any other.
-func TestRenewalWaitsForReplicas(t *testing.T) {
+func TestRenew_WaitsForReplicas(t *testing.T) {
 	testserver.Parallel(t)
 	primary, replica := startReplicated(t)
 	ctx := ctxT(t)
@@ -474,7 +474,7 @@ func TestRenewalWaitsForReplicas(t *testing.T) {
 	}
 }
 
-func TestWatchdogLost(t *testing.T) {
+func TestRenew_WatchdogLost(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -503,7 +503,7 @@ func TestWatchdogLost(t *testing.T) {
 // 1.5 s late, within the call's timeout): its Context ends before another
 // engine can take it. (Before, only the renewer ended it, once the slow
 // batch returned: another engine held b while b's Context was live.)
-func TestStalledBatchHidesNoLoss(t *testing.T) {
+func TestRenew_StalledBatchHidesNoLoss(t *testing.T) {
 	testserver.Parallel(t) // waits out a lease
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		if s.Engines != nil {
@@ -544,7 +544,7 @@ func TestStalledBatchHidesNoLoss(t *testing.T) {
 // Unlock stops the watchdog itself, before it returns: the goroutine is
 // gone at once (not at its next wake-up, when an extension would find the lock
 // gone) and no extension is sent afterwards.
-func TestUnlockStopsWatchdog(t *testing.T) {
+func TestRenew_UnlockStopsWatchdog(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)

@@ -28,7 +28,7 @@ func rwKey(s *testserver.Server, name, suffix string) string {
 	return s.NS + "rw:{" + name + "}" + suffix
 }
 
-func TestRWReadersShareWriterExcludes(t *testing.T) {
+func TestRW_ReadersShareWriterExcludes(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		o := LockOptions{TTL: 5 * time.Second}
@@ -122,7 +122,7 @@ func TestRWReadersShareWriterExcludes(t *testing.T) {
 
 // Every hold has its own lease: one reader's running out leaves the others
 // held, and Extend moves only the caller's.
-func TestRWPerHoldLease(t *testing.T) {
+func TestRW_PerHoldLease(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		short, err := e.TryRLock(ctx, "lease", LockOptions{TTL: 200 * time.Millisecond})
@@ -188,7 +188,7 @@ func TestRWPerHoldLease(t *testing.T) {
 
 // A watchdog extends its own hold only: a dead reader beside a watched one
 // lapses (Redisson PR #7098 extended other instances' dead read holds).
-func TestRWWatchdogPerHold(t *testing.T) {
+func TestRW_WatchdogPerHold(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -224,7 +224,7 @@ func TestRWWatchdogPerHold(t *testing.T) {
 
 // Many goroutines, mixed readers and writers: never a writer with anyone
 // else inside, and readers really are inside together.
-func TestRWExclusion(t *testing.T) {
+func TestRW_Exclusion(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx := ctxT(t)
 		base, err := engine(s).TryWLock(ctx, "x", LockOptions{})
@@ -297,7 +297,7 @@ func TestRWExclusion(t *testing.T) {
 
 // A writer that queues while readers stream in gets in before every reader
 // that arrived after it: the order the server granted, by fence, says so.
-func TestRWWriterNotStarved(t *testing.T) {
+func TestRW_WriterNotStarved(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, cancel := context.WithCancel(ctxT(t))
@@ -410,7 +410,7 @@ func TestRWWriterNotStarved(t *testing.T) {
 // Releasing a writer lets in the whole run of readers at the head of the
 // queue at once, up to the next writer; readers behind that writer wait for
 // it, though readers hold; the last reader out lets the writer in.
-func TestRWHandoffRun(t *testing.T) {
+func TestRW_HandoffRun(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -513,7 +513,7 @@ func sameInt64s(a, b []int64) bool {
 // connections closed, no Unlock) keeps a writer out only until its own
 // lease ends; the other readers' leaving does not wait for it, nor does it
 // wait for them.
-func TestRWDeadReader(t *testing.T) {
+func TestRW_DeadReader(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), waitEngine(s)
@@ -636,7 +636,7 @@ func (r *rwResource) stillValid(l *Lock, writer bool) bool {
 	return r.lastWriter < l.Fence()
 }
 
-func TestRWCheckersCount(t *testing.T) {
+func TestRW_CheckersCount(t *testing.T) {
 	at := func(ms int) time.Time { return time.Unix(0, 0).Add(time.Duration(ms) * time.Millisecond) }
 	secs := []rwSection{
 		{section{at(0), at(10), true}, false}, {section{at(5), at(15), true}, false}, // readers share
@@ -669,7 +669,7 @@ func TestRWCheckersCount(t *testing.T) {
 // connections at random, with 40 ms leases and 2% of holders outliving
 // theirs: no valid writer is ever inside with anyone, valid readers do
 // share, and no holder the fences caught had a valid release.
-func TestRWUnderFaults(t *testing.T) {
+func TestRW_UnderFaults(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -738,7 +738,7 @@ func TestRWUnderFaults(t *testing.T) {
 
 // Acquisitions cut off mid-call, and waits cancelled as the handoff
 // reaches them, leave nothing behind: no hold, no queue entry, no wake-up.
-func TestRWCutOff(t *testing.T) {
+func TestRW_CutOff(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		e := waitEngine(s)
@@ -795,7 +795,7 @@ func TestRWCutOff(t *testing.T) {
 
 // A writer that gives up waiting lets in the readers queued behind it at
 // once (its abandon script admits them), not at their next extension.
-func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
+func TestRW_AbandonedWriterLetsReadersIn(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -839,7 +839,7 @@ func TestRWAbandonedWriterLetsReadersIn(t *testing.T) {
 // TryRLock and TryWLock never jump a queue of live waiters: a reader not
 // even when readers hold and a writer waits, nor while the holds vanished
 // before the head has taken over.
-func TestRWNoQueueJumping(t *testing.T) {
+func TestRW_NoQueueJumping(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), waitEngine(s)
@@ -873,7 +873,7 @@ func TestRWNoQueueJumping(t *testing.T) {
 }
 
 // After SCRIPT FLUSH every read-write script recovers through EVAL.
-func TestRWScriptFlush(t *testing.T) {
+func TestRW_ScriptFlush(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		r, err := e.TryRLock(ctx, "sf", LockOptions{})
@@ -897,7 +897,7 @@ func TestRWScriptFlush(t *testing.T) {
 
 // A hold whose holds hash was replaced by another type: Unlock and Extend
 // fail with WRONGTYPE and change nothing.
-func TestRWWrongTypeHolds(t *testing.T) {
+func TestRW_WrongTypeHolds(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		r, err := e.TryRLock(ctx, "wt", LockOptions{TTL: time.Minute})
@@ -918,7 +918,7 @@ func TestRWWrongTypeHolds(t *testing.T) {
 }
 
 // A fence key holding text is refused before anything is written.
-func TestRWCorruptFence(t *testing.T) {
+func TestRW_CorruptFence(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		s.Must(t, "SET", rwKey(s, "g", ":fence"), "abc")
@@ -966,7 +966,7 @@ func noOwnerFields(t *testing.T, s *testserver.Server, name, when string) {
 // Each hold of a read-write lock keeps its own Owner: Owner and the holds
 // hash read it, SetOwner changes it and nothing else, Extend keeps it, and
 // it goes with the hold's release. A hold without one writes nothing.
-func TestOwnerStoredWithRWHolds(t *testing.T) {
+func TestRW_OwnerStored(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -1136,7 +1136,7 @@ func TestOwnerStoredWithRWHolds(t *testing.T) {
 
 // A hold's Owner goes when the hold does however it goes: purged after
 // its lease ran out, abandoned; and the watchdog keeps it.
-func TestOwnerLeavesWithRWHolds(t *testing.T) {
+func TestRW_OwnerLeaves(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1197,7 +1197,7 @@ func TestOwnerLeavesWithRWHolds(t *testing.T) {
 }
 
 // An Owner longer than MaxOwner is refused, and nothing is written.
-func TestOwnerTooLongRW(t *testing.T) {
+func TestRW_OwnerTooLong(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
 		long := strings.Repeat("o", MaxOwner+1)

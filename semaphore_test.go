@@ -22,7 +22,7 @@ import (
 
 // With miniredis's clock moved by hand a permit is gone exactly at its
 // deadline; each permit keeps its own TTL.
-func TestSemaphoreExpiryExact(t *testing.T) {
+func TestSemaphore_ExpiryExact(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	short, err := e.TryAcquireSemaphore(ctx, "exp", SemaphoreOptions{Limit: 5, TTL: time.Second})
@@ -68,7 +68,7 @@ func TestSemaphoreExpiryExact(t *testing.T) {
 }
 
 // A waiter also sees a permit time out, without anyone releasing it.
-func TestSemaphoreWaitForTimeout(t *testing.T) {
+func TestSemaphore_WaitForTimeout(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -82,7 +82,7 @@ func TestSemaphoreWaitForTimeout(t *testing.T) {
 }
 
 // Acquisitions cut off mid-call leave no permit behind.
-func TestSemaphoreCutOff(t *testing.T) {
+func TestSemaphore_CutOff(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e := engine(s)
 		cutOff(t, func(ctx context.Context) (func(context.Context) error, error) {
@@ -103,7 +103,7 @@ func TestSemaphoreCutOff(t *testing.T) {
 
 // Permit.TTL and Held have Lock's semantics: the server's remaining time,
 // ErrNotHeld (Held false) once it timed out or was released.
-func TestPermitTTLAndHeld(t *testing.T) {
+func TestSemaphore_PermitTTLAndHeld(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		p, err := e.TryAcquireSemaphore(ctx, "ph", SemaphoreOptions{Limit: 2, TTL: 5 * time.Second})
@@ -151,7 +151,7 @@ func TestPermitTTLAndHeld(t *testing.T) {
 // (a rolling deploy that changes Limit keeps working), Limit 0 means the
 // stored limit (ErrInvalid, writing nothing, when none is stored), and an
 // idle semaphore takes a new limit.
-func TestSemaphoreStoredLimit(t *testing.T) {
+func TestSemaphore_StoredLimit(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		before := s.Snapshot(t)
@@ -199,7 +199,7 @@ func TestSemaphoreStoredLimit(t *testing.T) {
 // A one try that finds no slot free says when the first live permit times
 // out, not one that timed out and was not purged yet (the refusal writes
 // nothing, so nothing purges it), and counts the live permits alone.
-func TestSemaphoreRefusalNamesTheFirstLiveDeadline(t *testing.T) {
+func TestSemaphore_RefusalNamesTheFirstLiveDeadline(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		for i, ttl := range []time.Duration{100 * time.Millisecond, time.Minute, time.Minute} {
@@ -230,7 +230,7 @@ func TestSemaphoreRefusalNamesTheFirstLiveDeadline(t *testing.T) {
 // A semaphore's counter past 2^53 (set by hand: one started from the clock
 // stays below it for centuries) still grows by one a permit, as INCR keeps
 // it: a Lua number cannot add one to it exactly.
-func TestSemaphoreCounterPastExactDoubles(t *testing.T) {
+func TestSemaphore_CounterPastExactDoubles(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		counter := object{kind: kindSem, name: "big", ns: s.NS}.key(":counter")
@@ -257,7 +257,7 @@ func TestSemaphoreCounterPastExactDoubles(t *testing.T) {
 // below 10^9 (a counter v3 started at 1), around 10^9 and the clock's
 // 16 digits (two parts, the low one zero-padded), and up to 2^53 - 1.
 // The semaphore's grant stores each with fmt (counter_next).
-func TestFencesWrittenWhole(t *testing.T) {
+func TestSemaphore_FencesWrittenWhole(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		counter := object{kind: kindSem, name: "whole", ns: s.NS}.key(":counter")
@@ -282,7 +282,7 @@ func TestFencesWrittenWhole(t *testing.T) {
 // An acquire purges a permit at exactly its deadline, as SemaphoreHolders
 // does: 1 ms before it the permit still fills the semaphore, at it the
 // slot is free. No SemaphoreHolders call in between does the purge for it.
-func TestSemaphoreAcquirePurgesAtDeadline(t *testing.T) {
+func TestSemaphore_AcquirePurgesAtDeadline(t *testing.T) {
 	s := testserver.Mini(t)
 	ctx, e := ctxT(t), engine(s)
 	o := SemaphoreOptions{Limit: 1, TTL: time.Second}
@@ -334,7 +334,7 @@ func rawSemWaiter(s *testserver.Server, t *testing.T, name, token string, entry 
 // A permit a release hands to a waiter lasts, until the waiter confirms
 // it, exactly to the waiter's queue entry's deadline: one handed to a
 // waiter that died frees its slot then, not later.
-func TestHandedPermitEndsWithItsEntry(t *testing.T) {
+func TestSemaphore_HandedPermitEndsWithItsEntry(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), engine(s)
@@ -374,7 +374,7 @@ func TestHandedPermitEndsWithItsEntry(t *testing.T) {
 // every grant gives it the fence retention again, so it outlives the
 // retention after it was set, and callers asking another Limit still
 // follow it. Here grants come 0.6 retentions apart.
-func TestSetLimitStaysWhileUsed(t *testing.T) {
+func TestSemaphore_SetLimitStaysWhileUsed(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		retention := 300 * time.Millisecond
 		if s.Mini == nil {
@@ -422,7 +422,7 @@ func TestSetLimitStaysWhileUsed(t *testing.T) {
 // next acquisition, and a release that leaves the two sets the same size
 // runs no ZINTERSTORE (counted on a real server; miniredis keeps no
 // command statistics).
-func TestSemaphoreOwnerSetFollowsPermits(t *testing.T) {
+func TestSemaphore_OwnerSetFollowsPermits(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		for i := 0; i < 3; i++ {
@@ -479,7 +479,7 @@ func zinterstores(t *testing.T, s *testserver.Server) int64 {
 // waiters hash, are read when one is queued: a counter of the wrong type
 // then fails the release with nothing changed; with nobody queued a
 // release does not read it, nor a one-try acquire the waiters hash.
-func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
+func TestSemaphore_LazyReadsBeforeWrites(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -574,7 +574,7 @@ func TestSemaphoreLazyReadsBeforeWrites(t *testing.T) {
 // read), and a waiting acquire with nobody queued and no room (the limit
 // is stored, a write, before the caller queues). A string there fails
 // both with WRONGTYPE and no key changed.
-func TestSemaphoreWaitersReadBeforeWrites(t *testing.T) {
+func TestSemaphore_WaitersReadBeforeWrites(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
 		now := serverMicros(s, t) / 1000
@@ -611,7 +611,7 @@ func TestSemaphoreWaitersReadBeforeWrites(t *testing.T) {
 // timeouts) before their first write, and the pickup of a permit handed
 // over reads its counter before it moves its deadline. (Before, each wrote
 // first: the limit, the abandon mark, the deadline.)
-func TestSemaphoreScriptsReadPermitsFirst(t *testing.T) {
+func TestSemaphore_ScriptsReadPermitsFirst(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
 		failsClean := func(what string, f func() error) {
@@ -653,7 +653,7 @@ func TestSemaphoreScriptsReadPermitsFirst(t *testing.T) {
 // SetSemaphoreLimit under holders and waiters: raising it admits waiters
 // at once, lowering it admits nobody until the holders are under it, and
 // the limit stays while the semaphore is idle.
-func TestSetSemaphoreLimit(t *testing.T) {
+func TestSemaphore_SetLimit(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -731,7 +731,7 @@ func TestSetSemaphoreLimit(t *testing.T) {
 
 // A permit with a watchdog is held past several TTLs, and its Lost closes
 // when it is deleted behind its back.
-func TestPermitWatchdog(t *testing.T) {
+func TestSemaphore_PermitWatchdog(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
@@ -796,7 +796,7 @@ func permitInfo(info SemaphoreInfo, token string) (PermitInfo, bool) {
 // permit's token, fence and time left, Owner reads it, SetOwner changes
 // it and nothing else, Extend keeps it, Release removes it. A permit
 // without one writes nothing.
-func TestOwnerStoredWithPermits(t *testing.T) {
+func TestSemaphore_OwnerStored(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -880,7 +880,7 @@ func TestOwnerStoredWithPermits(t *testing.T) {
 
 // A waiter's Owner comes with the permit a release hands it, there before
 // the waiter confirms.
-func TestOwnerHandedWithPermits(t *testing.T) {
+func TestSemaphore_OwnerHanded(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -933,7 +933,7 @@ func mapValue(m map[string]string) string {
 // A permit's Owner goes when the permit does however it goes: purged
 // after it timed out (by another's acquisition, or by its own holder's
 // late extension), abandoned; and the watchdog keeps it.
-func TestOwnerLeavesWithPermits(t *testing.T) {
+func TestSemaphore_OwnerLeaves(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1026,7 +1026,7 @@ func TestOwnerLeavesWithPermits(t *testing.T) {
 }
 
 // An Owner longer than MaxOwner is refused, and nothing is written.
-func TestOwnerTooLongPermit(t *testing.T) {
+func TestSemaphore_OwnerTooLong(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
 		long := strings.Repeat("o", MaxOwner+1)
@@ -1052,7 +1052,7 @@ func TestOwnerTooLongPermit(t *testing.T) {
 
 // SemaphoreInfo lists at most MaxInfoPermits permits, those that time out
 // first, and counts them all.
-func TestSemaphoreInfoListsAtMostMaxInfoPermits(t *testing.T) {
+func TestSemaphore_InfoListsAtMostMaxInfoPermits(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e := engine(s)
@@ -1085,7 +1085,7 @@ func TestSemaphoreInfoListsAtMostMaxInfoPermits(t *testing.T) {
 
 // unweightedCommands is how many commands (scripts' calls included) each
 // semaphore operation made on a private redis-server before permits had
-// weights (main at 9851909), measured by TestUnweightedCostsNothing itself
+// weights (main at 9851909), measured by TestSemaphore_UnweightedCostsNothing itself
 // on that commit with its Weight fields removed: permits of weight 1 must
 // cost nothing, so these stay as they were. Since lowered, as this test
 // counted them, where a one-try acquire reads the waiters hash, and a
@@ -1110,7 +1110,7 @@ var unweightedCommands = map[string]int{
 // permits of weight 1, and reading a semaphore's figures, run as many
 // commands as before permits had weights (INFO commandstats of a private
 // server, which nobody else uses).
-func TestUnweightedCostsNothing(t *testing.T) {
+func TestSemaphore_UnweightedCostsNothing(t *testing.T) {
 	t.Parallel()
 	s := privateServer(t, "redis")
 	queued := make(chan struct{}, 1)
@@ -1245,7 +1245,7 @@ func outOfOrder(takes []weightedTake) (violations, judged int) {
 	return violations, judged
 }
 
-// TestWeightedAdmissionUnderFaults: 16 goroutines on 4 engines take
+// TestSemaphore_WeightedAdmissionUnderFaults: 16 goroutines on 4 engines take
 // permits of weight 1 and 3, interleaved, of one semaphore of limit 10
 // (one acquisition in eight by TryAcquireSemaphore, the rest waiting),
 // through a proxy that delays a fifth of all chunks by up to 20 ms and cuts
@@ -1257,7 +1257,7 @@ func outOfOrder(takes []weightedTake) (violations, judged int) {
 // entries live 5 s here, so that no waiter's entry lapses under the
 // faults (a waiter whose entry lapsed queues again, rightly behind later
 // arrivals, which the check would count).
-func TestWeightedAdmissionUnderFaults(t *testing.T) {
+func TestSemaphore_WeightedAdmissionUnderFaults(t *testing.T) {
 	testserver.Parallel(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1413,7 +1413,7 @@ func pending(t *testing.T, c <-chan permitOrErr, what string) {
 	}
 }
 
-func TestWeightInvalid(t *testing.T) {
+func TestSemaphore_WeightInvalid(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -1454,7 +1454,7 @@ func TestWeightInvalid(t *testing.T) {
 
 // Three weight-1 waiters behind a weight-3 holder all get in at its
 // release, in arrival order, each woken by the release script.
-func TestWeightReleaseAdmitsSeveral(t *testing.T) {
+func TestSemaphore_WeightReleaseAdmitsSeveral(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1499,7 +1499,7 @@ func TestWeightReleaseAdmitsSeveral(t *testing.T) {
 // Strict head of line: a weight-2 waiter at the head blocks a weight-1
 // arrival even with one slot free, and a one-shot TryAcquireSemaphore does
 // not jump it either.
-func TestWeightHeadOfLine(t *testing.T) {
+func TestSemaphore_WeightHeadOfLine(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1542,7 +1542,7 @@ func TestWeightHeadOfLine(t *testing.T) {
 // at once with an error wrapping ErrInvalid, though the semaphore is full
 // (no release comes to refuse it), and a waiter behind it gets in as soon
 // as it fits.
-func TestWeightLoweredLimitRefusesWaiter(t *testing.T) {
+func TestSemaphore_WeightLoweredLimitRefusesWaiter(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1589,7 +1589,7 @@ func TestWeightLoweredLimitRefusesWaiter(t *testing.T) {
 
 // A timed-out permit's weight comes back when it is purged, by an
 // acquisition or by another permit's release.
-func TestWeightPurged(t *testing.T) {
+func TestSemaphore_WeightPurged(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
@@ -1636,7 +1636,7 @@ func TestWeightPurged(t *testing.T) {
 // SemaphoreInfo counts holdings (Holders, Waiting) and weight (Held);
 // SemaphoreHolders counts holdings; Extend and the watchdog keep a
 // permit's weight.
-func TestWeightInfoAndExtend(t *testing.T) {
+func TestSemaphore_WeightInfoAndExtend(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -1703,7 +1703,7 @@ func TestWeightInfoAndExtend(t *testing.T) {
 
 // A waiter's weight rides in its queue entry: a handoff gives it the
 // weight it asked, which the next acquisitions see.
-func TestWeightHandedOver(t *testing.T) {
+func TestSemaphore_WeightHandedOver(t *testing.T) {
 	t.Parallel()
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)

@@ -93,7 +93,7 @@ func listenTo(t *testing.T, s *testserver.Server, channels ...string) func() []h
 // waiting takes one subscription, whatever the number of names; every
 // waiter is woken by its handoff (extensions are far too slow to be in
 // time); the subscription ends once nobody waits.
-func TestOneSubscriptionPerEngine(t *testing.T) {
+func TestWake_OneSubscriptionPerEngine(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -193,7 +193,7 @@ func TestOneSubscriptionPerEngine(t *testing.T) {
 // pickup round trip. The lock it got was handed to it with a lease that
 // runs only to the end of its queue entry, and it says so, until TTL
 // confirms it.
-func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
+func TestWake_WokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -296,7 +296,7 @@ func TestWokenWaiterReturnsOnTheWakeUp(t *testing.T) {
 // is published (a subscriber of its own on that channel hears nothing),
 // and the waiter returns with the grant, its extensions far off. A waiter
 // of another engine is still told on its channel.
-func TestOwnWaiterWokenByTheRelease(t *testing.T) {
+func TestWake_OwnWaiterWokenByTheRelease(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
@@ -343,7 +343,7 @@ func TestOwnWaiterWokenByTheRelease(t *testing.T) {
 // its own engine, which only that reply would have woken: every waiter of
 // the engine looks again, so the waiter takes the lock at once, not at
 // its next extension (10s off here).
-func TestLostReleaseReplyWakesOwnWaiter(t *testing.T) {
+func TestWake_LostReleaseReplyWakesOwnWaiter(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
@@ -390,7 +390,7 @@ func TestLostReleaseReplyWakesOwnWaiter(t *testing.T) {
 // A lock handed to a waiter that never picks it up lives only until the
 // waiter's queue entry would have lapsed, and then goes to the next live
 // waiter, not back to the one it was handed to.
-func TestUnconfirmedHandoffLapses(t *testing.T) {
+func TestWake_UnconfirmedHandoffLapses(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -438,7 +438,7 @@ func TestUnconfirmedHandoffLapses(t *testing.T) {
 
 // A waiter whose holder keeps the lock for several queue-entry lifetimes
 // stays queued (its extensions extend its entry) and keeps its place.
-func TestWaitersOutliveTheirEntries(t *testing.T) {
+func TestWake_WaitersOutliveTheirEntries(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), waitEngine(s)
@@ -491,7 +491,7 @@ var liveWaitersScript = redis.NewScript(1, embedded("scripts/lib/queue.lua")+"re
 
 // Arrival numbers only grow: one who left does not free its number for
 // the next comer.
-func TestArrivalNumbersNeverReused(t *testing.T) {
+func TestWake_ArrivalNumbersNeverReused(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), engine(s)
@@ -527,7 +527,7 @@ func TestArrivalNumbersNeverReused(t *testing.T) {
 
 // An abandoned waiter that was handed the lock passes it on to the next
 // live waiter, who is woken at once.
-func TestAbandonPassesTheLockOn(t *testing.T) {
+func TestWake_AbandonPassesTheLockOn(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -578,7 +578,7 @@ func TestAbandonPassesTheLockOn(t *testing.T) {
 // The subscription connection dies while a handoff is published: the
 // wake-up is lost, and after resubscribing every waiter looks at once, long
 // before its next extension.
-func TestResubscriptionLooksAgain(t *testing.T) {
+func TestWake_ResubscriptionLooksAgain(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -647,7 +647,7 @@ func TestResubscriptionLooksAgain(t *testing.T) {
 // A subscription that was up and is cut comes back after the shortest
 // pause (10 ms), however often it is cut: only failures to subscribe back
 // off (to a second), and a waiter's wake-ups are lost while it is down.
-func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
+func TestWake_ResubscribingAfterCutsStaysQuick(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -700,7 +700,7 @@ func TestResubscribingAfterCutsStaysQuick(t *testing.T) {
 // A lock handed over and woken, whose confirmation comes too late: its
 // holder learns it lost it (Lost, Context, the event) before the next
 // waiter can have it, so no two fenced holders overlap.
-func TestLateConfirmationIsALoss(t *testing.T) {
+func TestWake_LateConfirmationIsALoss(t *testing.T) {
 	testserver.Parallel(t) // on miniredis alone: waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
@@ -795,7 +795,7 @@ func TestLateConfirmationIsALoss(t *testing.T) {
 
 // A release skips the entries that lapsed in front of the first live
 // waiter, and wakes that one.
-func TestReleaseSkipsLapsedEntries(t *testing.T) {
+func TestWake_ReleaseSkipsLapsedEntries(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		s.Realtime(t)
@@ -840,7 +840,7 @@ func TestReleaseSkipsLapsedEntries(t *testing.T) {
 // are gone (its waiters died), the next entry's number is above those of
 // the entries before, so that a late wake-up for an old entry can never
 // match a new one.
-func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
+func TestWake_ArrivalNumbersOutliveTheirQueue(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), engine(s)
@@ -873,7 +873,7 @@ func TestArrivalNumbersOutliveTheirQueue(t *testing.T) {
 // the waiter's (which lapsed, the waiter having queued again since) is no
 // grant. The waiter looks again, and returns with what the release hands
 // its present entry.
-func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
+func TestWake_WakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
@@ -937,7 +937,7 @@ func TestWakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 // On a pool of one connection, waiting takes no wake subscription (it
 // would hold the only connection): the engine's other calls go on beside
 // a waiter, which learns of the release when it extends.
-func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
+func TestWake_WaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 	testserver.Parallel(t) // gives a subscription time to show on purpose
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
@@ -984,7 +984,7 @@ func TestWaitingLeavesAPoolOfOneToOtherCalls(t *testing.T) {
 // The wake subscription comes back for a waiter after it idled out: a
 // waiter of an engine whose last waiter left long ago is still woken by
 // the release, long before its next extension.
-func TestSubscriptionComesBackAfterIdling(t *testing.T) {
+func TestWake_SubscriptionComesBackAfterIdling(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx := ctxT(t)
@@ -1039,7 +1039,7 @@ return {free, now}`)
 // free with a live waiter queued for longer than a few queue periods: a
 // handoff happens inside the release script, and an expiry is seen by the
 // head of the queue when the server said it would come.
-func TestNoLostWakeup(t *testing.T) {
+func TestWake_NoLostWakeup(t *testing.T) {
 	testserver.Parallel(t) // on miniredis alone: waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)

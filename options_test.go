@@ -1,7 +1,7 @@
 package atomicredis
 
-// New and its options: an engine built wrong fails every call cleanly.
-// validCalls, every public operation, serves other tests too.
+// The engine's options. An engine built wrong is tested in engine_test.go;
+// validCalls, every public operation, is in helpers_test.go.
 
 import (
 	"errors"

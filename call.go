@@ -76,8 +76,9 @@ func (c *conn) close() {
 
 // conn takes a connection from the pool for a call on key, bound to the
 // node serving key when the connection can bind (a cluster connection; on
-// any other it is a no-op). Its round trips, and the wait for it, end when
-// ctx does or after timeout. The caller closes it (close), then calls done.
+// any other it is a no-op). Getting it (the pool's wait, and a dial with
+// its AUTH, SELECT or CLIENT SETNAME), and its round trips, end when ctx
+// does or after timeout. The caller closes it (close), then calls done.
 func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c *conn, done func(), err error) {
 	dl, bounded := ctx.Deadline()
 	if bounded {
@@ -87,11 +88,17 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c
 		return nil, nil, context.DeadlineExceeded
 	}
 	done = func() {}
-	if (ctx.Done() != nil || e.poolMayBlock()) && (!bounded || time.Until(dl) > timeout) {
-		// The timeout must bound the pool's wait, and DoContext, too.
-		ctx, done = context.WithTimeout(ctx, timeout)
+	get := ctx
+	if !bounded || time.Until(dl) > timeout {
+		var cancel context.CancelFunc
+		get, cancel = context.WithTimeout(ctx, timeout)
+		if ctx.Done() != nil {
+			ctx, done = get, cancel // DoContext ends at the timeout too
+		} else {
+			defer cancel() // a Background ctx: the round trips take the timeout as a read timeout
+		}
 	}
-	pc, err := e.pool.GetContext(ctx)
+	pc, err := e.pool.GetContext(get)
 	if err != nil {
 		done()
 		return nil, nil, err
@@ -107,14 +114,6 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c
 	c = conns.Get().(*conn)
 	*c = conn{Conn: pc, ctx: ctx, timeout: timeout, bound: bound}
 	return c, done, nil
-}
-
-// poolMayBlock reports whether taking a connection from the pool may wait
-// for another to come back: a *redis.Pool with Wait set that has handed
-// out MaxActive, or a pool of any other type (which may do anything).
-func (e *Engine) poolMayBlock() bool {
-	p, ok := e.pool.(*redis.Pool)
-	return !ok || p.Wait && p.MaxActive > 0 && p.ActiveCount() >= p.MaxActive
 }
 
 // routeKey is the key a script call is routed by: its first key. A script

@@ -563,3 +563,68 @@ func TestCall_ReplicaAck(t *testing.T) {
 		t.Errorf("TryLock without a replica: %v, want ErrNotReplicated", err)
 	}
 }
+
+// The call timeout bounds getting a connection too: with a pool whose
+// dial names its client (a command, as AUTH or SELECT would be) and a
+// server that accepts and never answers (as a stopped one does), each call
+// fails within its timeout.
+func TestCall_TimeoutBoundsGettingAConnection(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var accepted []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			accepted = append(accepted, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() { // ends a dial that never returned (the bug), so nothing leaks
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range accepted {
+			c.Close()
+		}
+	})
+	pool := &redis.Pool{DialContext: func(ctx context.Context) (redis.Conn, error) {
+		return redis.DialContext(ctx, "tcp", ln.Addr().String(), redis.DialClientName("stopped"))
+	}}
+	t.Cleanup(func() { pool.Close() })
+	const callTimeout = 300 * time.Millisecond
+	e := New(pool, WithCallTimeout(callTimeout))
+	ctx := context.Background() // the bound must come from the engine
+	for _, c := range []struct {
+		name string
+		run  func() error
+	}{
+		{"TryLock", func() error { _, err := e.TryLock(ctx, "l", LockOptions{}); return err }},
+		{"LockInfo", func() error { _, err := e.LockInfo(ctx, "l"); return err }},
+		{"MarkActiveMany", func() error { return e.MarkActiveMany(ctx, "g", "p", 1, 2, 3) }},
+		{"Ping", func() error { return e.Ping(ctx) }},
+	} {
+		start := time.Now()
+		done := make(chan error, 1)
+		go func() { done <- c.run() }()
+		select {
+		case err := <-done:
+			took := time.Since(start)
+			t.Logf("%s: %v after %v", c.name, err, took)
+			if err == nil || took > callTimeout+2*time.Second {
+				t.Errorf("%s on a server that never answers: %v after %v; want an error within the call timeout %v", c.name, err, took, callTimeout)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s on a server that never answers: no return after 10s; want one within the call timeout %v", c.name, callTimeout)
+		}
+	}
+	if err := e.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -88,7 +88,8 @@ type Engine struct {
 	wake         waker
 
 	mu         sync.Mutex
-	closed     bool
+	closed     bool            // under mu, for goTracked
+	shut       atomic.Bool     // closed, read without mu
 	stop       context.Context // ends with Close
 	cancelStop context.CancelFunc
 	held       map[*holding]struct{} // every holding not yet released or lost, for Close (adopt, prune)
@@ -174,6 +175,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	}
 	e.mu.Lock()
 	e.closed = true
+	e.shut.Store(true)
 	held := make([]*holding, 0, len(e.held))
 	for h := range e.held {
 		held = append(held, h)
@@ -204,11 +206,7 @@ func (e *Engine) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (e *Engine) isClosed() bool {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.closed
-}
+func (e *Engine) isClosed() bool { return e.shut.Load() }
 
 // goTracked starts f on a goroutine Close waits for and returns true,
 // unless the engine is closed: then it returns false and f does not run.

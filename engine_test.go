@@ -52,7 +52,7 @@ func TestEngine_Close(t *testing.T) {
 				t.Errorf("lock %q: Lost open after Close stopped its watchdog", l.obj.name)
 			}
 		}
-		if locked, err := e.IsLocked(ctx, "cut"); err != nil || locked {
+		if locked, err := engine(s).IsLocked(ctx, "cut"); err != nil || locked {
 			t.Errorf("after Close, cut-off acquisitions left the lock held: %v, %v", locked, err)
 		}
 		if _, err := e.TryLock(ctx, "after", LockOptions{}); !errors.Is(err, ErrClosed) {
@@ -275,4 +275,47 @@ func TestEngine_Bad(t *testing.T) {
 	if ks := s.Keys(t); len(ks) != 0 {
 		t.Errorf("keys written: %q", ks)
 	}
+}
+
+// After Close every call returns an error wrapping ErrClosed, Ping
+// included, and writes nothing.
+func TestEngine_ClosedAnswersErrClosed(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		e := engine(s)
+		if err := e.Close(ctx); err != nil {
+			t.Fatal(err)
+		}
+		calls := append(validCalls(),
+			call{"Ping", func(ctx context.Context, e *Engine) error { return e.Ping(ctx) }},
+			call{"TryLockAll", func(ctx context.Context, e *Engine) error {
+				_, err := e.TryLockAll(ctx, []string{"m1", "m2"}, LockOptions{})
+				return err
+			}},
+			call{"LockAll", func(ctx context.Context, e *Engine) error {
+				_, err := e.LockAll(ctx, []string{"m1", "m2"}, LockOptions{})
+				return err
+			}},
+			call{"Campaign", func(ctx context.Context, e *Engine) error {
+				_, err := e.Election("el", LockOptions{}).Campaign(ctx, "me")
+				return err
+			}},
+			call{"Leader", func(ctx context.Context, e *Engine) error {
+				_, err := e.Election("el", LockOptions{}).Leader(ctx)
+				return err
+			}},
+			call{"HashTag", func(ctx context.Context, e *Engine) error { _, err := e.HashTag("m1"); return err }},
+		)
+		for _, c := range calls {
+			if strings.HasPrefix(c.name, "Lock.") || strings.HasPrefix(c.name, "Permit.") {
+				continue // no lock to call it on
+			}
+			if err := c.run(ctx, e); !errors.Is(err, ErrClosed) {
+				t.Errorf("%s on a closed engine: %v, want ErrClosed", c.name, err)
+			}
+		}
+		if ks := s.Keys(t); len(ks) != 0 {
+			t.Errorf("a closed engine wrote %q", ks)
+		}
+	})
 }

@@ -33,14 +33,18 @@ type object struct {
 }
 
 // object checks the engine and a name (non-empty, no braces: the engine
-// adds the hash tag itself) and returns the object.
+// adds the hash tag itself) and returns the object; on a closed engine, an
+// error wrapping ErrClosed.
 func (e *Engine) object(k *kind, name string) (object, error) {
 	if err := e.usable(); err != nil {
 		return object{}, err
 	}
 	o := object{kind: k, name: name, ns: e.ns}
-	if name == "" || strings.ContainsAny(name, "{}") {
+	switch {
+	case name == "" || strings.ContainsAny(name, "{}"):
 		return o, o.errorf("name must be non-empty and contain no braces: %w", ErrInvalid)
+	case e.isClosed():
+		return o, o.err(ErrClosed)
 	}
 	return o, nil
 }

@@ -26,6 +26,9 @@ func (e *Engine) Ping(ctx context.Context) error {
 	if ctx == nil {
 		return &Error{Err: fmt.Errorf("ping: nil context: %w", ErrInvalid)}
 	}
+	if e.isClosed() {
+		return &Error{Err: fmt.Errorf("ping: %w", ErrClosed)}
+	}
 	l, err := e.learnLayout(ctx)
 	if err != nil {
 		return &Error{Err: fmt.Errorf("ping: %w", err)}

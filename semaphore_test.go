@@ -95,7 +95,7 @@ func TestSemaphore_CutOff(t *testing.T) {
 		if err := e.Close(context.Background()); err != nil { // wait for the abandons
 			t.Fatal(err)
 		}
-		if n, err := e.SemaphoreHolders(context.Background(), "cut"); n != 0 || err != nil {
+		if n, err := engine(s).SemaphoreHolders(context.Background(), "cut"); n != 0 || err != nil {
 			t.Errorf("holders %d, %v after cut-off acquisitions", n, err)
 		}
 	})

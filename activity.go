@@ -230,6 +230,9 @@ func (o object) indexKey(period string) string {
 // period's index first (one round trip more, to the group's slot).
 func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64) error {
 	obj, err := e.activity(group, id)
+	if err == nil {
+		err = obj.period(period)
+	}
 	if err != nil {
 		return err
 	}
@@ -259,6 +262,9 @@ func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids .
 	}
 	if ctx == nil {
 		return obj.err(errNilContext)
+	}
+	if err := obj.period(period); err != nil {
+		return err
 	}
 	for _, id := range ids {
 		if _, err := e.activity(group, id); err != nil {
@@ -487,6 +493,9 @@ func (e *Engine) remembers(r shardRef) bool {
 // one round trip (one script on id's partition).
 func (e *Engine) IsActive(ctx context.Context, group, period string, id int64) (bool, error) {
 	obj, err := e.activity(group, id)
+	if err == nil {
+		err = obj.period(period)
+	}
 	if err != nil {
 		return false, err
 	}

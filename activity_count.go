@@ -56,6 +56,9 @@ func (e *Engine) countActive(ctx context.Context, group, op string, periods []st
 	var distinct []string // a period named twice changes neither OR nor AND
 	seen := make(map[string]bool, len(periods))
 	for _, p := range periods {
+		if err := obj.period(p); err != nil {
+			return 0, err
+		}
 		if !seen[p] {
 			seen[p] = true
 			distinct = append(distinct, p)

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"errors"
 	"strconv"
+	"unicode/utf8"
 )
 
 // The errors callers test for with errors.Is. Every call's error is an
@@ -53,7 +54,23 @@ func (e *Error) Error() string {
 	if e.Object == "" {
 		return "atomicredis: " + e.Err.Error()
 	}
-	return "atomicredis: " + e.Object + " " + strconv.Quote(e.Name) + ": " + e.Err.Error()
+	return "atomicredis: " + e.Object + " " + quoteName(e.Name) + ": " + e.Err.Error()
+}
+
+// quotedName is how many bytes of a name an error's text quotes.
+const quotedName = 64
+
+// quoteName quotes name, or its first quotedName bytes (cut at a rune's
+// start) followed by "...".
+func quoteName(name string) string {
+	if len(name) <= quotedName {
+		return strconv.Quote(name)
+	}
+	cut := quotedName
+	for cut > 0 && !utf8.RuneStart(name[cut]) {
+		cut--
+	}
+	return strconv.Quote(name[:cut]) + "..."
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -24,6 +24,10 @@ var (
 	kindElection = &kind{ObjectElection, "election"}
 )
 
+// MaxName is the longest name an object, a period or a namespace takes,
+// in bytes. An error's text quotes at most the first 64 bytes of a name.
+const MaxName = 4096
+
 // object is one named object of an engine: it builds its keys and its
 // errors.
 type object struct {
@@ -32,9 +36,9 @@ type object struct {
 	ns   string
 }
 
-// object checks the engine and a name (non-empty, no braces: the engine
-// adds the hash tag itself) and returns the object; on a closed engine, an
-// error wrapping ErrClosed.
+// object checks the engine and a name (non-empty, at most MaxName bytes,
+// no braces: the engine adds the hash tag itself) and returns the object;
+// on a closed engine, an error wrapping ErrClosed.
 func (e *Engine) object(k *kind, name string) (object, error) {
 	if err := e.usable(); err != nil {
 		return object{}, err
@@ -43,10 +47,20 @@ func (e *Engine) object(k *kind, name string) (object, error) {
 	switch {
 	case name == "" || strings.ContainsAny(name, "{}"):
 		return o, o.errorf("name must be non-empty and contain no braces: %w", ErrInvalid)
+	case len(name) > MaxName:
+		return o, o.errorf("name is %d bytes, more than MaxName (%d): %w", len(name), MaxName, ErrInvalid)
 	case e.isClosed():
 		return o, o.err(ErrClosed)
 	}
 	return o, nil
+}
+
+// period checks a period's name: at most MaxName bytes.
+func (o object) period(period string) error {
+	if len(period) > MaxName {
+		return o.errorf("period %s is %d bytes, more than MaxName (%d): %w", quoteName(period), len(period), MaxName, ErrInvalid)
+	}
+	return nil
 }
 
 // key builds <ns><word>:{<name>}<suffix>, suffix being "" or ":..."; the

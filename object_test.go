@@ -445,3 +445,59 @@ func TestObject_NumbersErrorsNameTheValue(t *testing.T) {
 		t.Errorf("Limit 2^53+1: %v, want %q", err, want)
 	}
 }
+
+// Names, periods and the namespace take at most MaxName bytes: one more
+// is ErrInvalid with nothing written, and the error quotes at most the
+// name's first 64 bytes.
+func TestObject_MaxName(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		e := engine(s)
+		longest, tooLong := strings.Repeat("n", MaxName), strings.Repeat("n", MaxName+1)
+		l, err := e.TryLock(ctx, longest, LockOptions{})
+		if err != nil {
+			t.Fatalf("TryLock of a name of MaxName bytes: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.Must(t, "DEL", s.NS+"lock:{"+longest+"}:fence")
+		for _, c := range []struct {
+			name string
+			run  func() error
+		}{
+			{"TryLock", func() error { _, err := e.TryLock(ctx, tooLong, LockOptions{}); return err }},
+			{"Lock", func() error { _, err := e.Lock(ctx, tooLong, LockOptions{}); return err }},
+			{"TryWLock", func() error { _, err := e.TryWLock(ctx, tooLong, LockOptions{}); return err }},
+			{"TryAcquireSemaphore", func() error {
+				_, err := e.TryAcquireSemaphore(ctx, tooLong, SemaphoreOptions{Limit: 1})
+				return err
+			}},
+			{"TryLockAll", func() error { _, err := e.TryLockAll(ctx, []string{"a", tooLong}, LockOptions{}); return err }},
+			{"Campaign", func() error { _, err := e.Election(tooLong, LockOptions{}).Campaign(ctx, "v"); return err }},
+			{"AddRecent", func() error { return e.AddRecent(ctx, tooLong, "x") }},
+			{"AddMembers", func() error { return e.AddMembers(ctx, tooLong, "x") }},
+			{"MarkActive group", func() error { return e.MarkActive(ctx, tooLong, "p", 1) }},
+			{"MarkActive period", func() error { return e.MarkActive(ctx, "g", tooLong, 1) }},
+			{"MarkActiveMany period", func() error { return e.MarkActiveMany(ctx, "g", tooLong, 1, 2) }},
+			{"IsActive period", func() error { _, err := e.IsActive(ctx, "g", tooLong, 1); return err }},
+			{"CountActive period", func() error { _, err := e.CountActive(ctx, "g", "p", tooLong); return err }},
+			{"namespace", func() error {
+				_, err := engine(s, WithNamespace(s.NS+tooLong)).TryLock(ctx, "a", LockOptions{})
+				return err
+			}},
+		} {
+			err := c.run()
+			if !errors.Is(err, ErrInvalid) {
+				t.Errorf("%s of %d bytes: %v, want ErrInvalid", c.name, MaxName+1, err)
+				continue
+			}
+			if n := len(err.Error()); n > 300 {
+				t.Errorf("%s of %d bytes: an error of %d bytes (%.100s...); want the name cut to its first 64", c.name, MaxName+1, n, err)
+			}
+		}
+		if ks := s.Keys(t); len(ks) != 0 {
+			t.Errorf("names past MaxName wrote %q", ks)
+		}
+	})
+}

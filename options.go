@@ -14,8 +14,12 @@ type Option func(*Engine)
 // containing '{' or '}' is rejected: every call then returns ErrInvalid.
 func WithNamespace(prefix string) Option {
 	return func(e *Engine) {
-		if strings.ContainsAny(prefix, "{}") {
-			e.reject(fmt.Errorf("namespace %q: contains a brace: %w", prefix, ErrInvalid))
+		switch {
+		case strings.ContainsAny(prefix, "{}"):
+			e.reject(fmt.Errorf("namespace %s: contains a brace: %w", quoteName(prefix), ErrInvalid))
+			return
+		case len(prefix) > MaxName:
+			e.reject(fmt.Errorf("namespace is %d bytes, more than MaxName (%d): %w", len(prefix), MaxName, ErrInvalid))
 			return
 		}
 		e.ns = prefix

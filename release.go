@@ -17,13 +17,13 @@ import (
 // on the server (unless Close did: then it returns nil) and tells the
 // observer.
 func (h *holding) release(ctx context.Context) error {
-	if ctx == nil {
-		return h.obj.err(errNilContext)
-	}
 	if h.e == nil {
 		return errZeroHolding
 	}
-	h.stopWatchdog()
+	h.stopWatchdog() // a nil ctx too: its lease then ends at its TTL
+	if ctx == nil {
+		return h.obj.err(errNilContext)
+	}
 	h.releasing.Lock()
 	defer h.releasing.Unlock()
 	h.mu.Lock()

@@ -363,3 +363,28 @@ func TestRelease_FailedUnlockEndsTheHolding(t *testing.T) {
 		}
 	})
 }
+
+// Unlock with a nil context returns ErrInvalid and writes nothing, and
+// stops the watchdog, so that the lease ends at its TTL.
+func TestRelease_NilContextStopsTheWatchdog(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		const ttl = 600 * time.Millisecond
+		l, err := engine(s).TryLock(ctx, "nil", LockOptions{TTL: ttl, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var nilCtx context.Context
+		if err := l.Unlock(nilCtx); !errors.Is(err, ErrInvalid) {
+			t.Fatalf("Unlock(nil): %v, want ErrInvalid", err)
+		}
+		if locked, err := engine(s).IsLocked(ctx, "nil"); err != nil || !locked {
+			t.Fatalf("right after Unlock(nil): locked %v, %v; want still locked (nothing written)", locked, err)
+		}
+		time.Sleep(3 * ttl)
+		if locked, err := engine(s).IsLocked(ctx, "nil"); err != nil || locked {
+			t.Errorf("%v after Unlock(nil) of a %v lease: locked %v, %v; want its lease ended (the watchdog stopped)", 3*ttl, ttl, locked, err)
+		}
+	})
+}

@@ -146,8 +146,8 @@ var defaultTTLArg, defaultQueueTTLArg any = DefaultTTL.Milliseconds(), defaultQu
 // -1 if none; rank the caller's place in the queue), {2} (the token was
 // abandoned), {3} (a semaphore has no limit stored and none was given) or
 // {4, limit} (a semaphore's limit in force is below the caller's weight).
-// Abandon scripts take the same keys and ARGV token, ms a late call of the
-// token's could still act for, fence retention in ms, wake channel prefix.
+// Abandon scripts take the same keys and ARGV token, ms the token's mark
+// is kept (the call timeout), fence retention in ms, wake channel prefix.
 type acquisition struct {
 	obj      object
 	ops      *holdOps
@@ -262,13 +262,15 @@ type waiting struct {
 // every third of the entry's lifetime (the same script: it also picks up
 // what was handed to it, and takes the object if it is at the head and the
 // holder is gone). Whatever the wait's end, an attempt that may have
-// reached the server is abandoned in the background unless it granted.
+// reached the server is abandoned, unless it granted, before acquire
+// returns: a release never hands the object to a caller that was told it
+// failed.
 func (e *Engine) acquire(ctx context.Context, a *acquisition) (grant, error) {
 	w := &waiting{a: a, start: time.Now()}
 	w.deadline = w.start.Add(a.wait)
 	g, err := e.attempts(ctx, w)
 	if err != nil && w.mayHold {
-		e.abandon(a)
+		err = e.abandonNow(a, err)
 	}
 	g.took = time.Since(w.start)
 	return g, err
@@ -451,13 +453,38 @@ func (w *waiting) ended(cause error) error {
 	return o.errorf("gave up after %v: %w", took, cause)
 }
 
+// abandonNow runs the abandon script for an acquisition that failed with
+// err, bounded by the call timeout whatever the caller's ctx, and returns
+// err. If the abandon got no answer in time, the error says so and the
+// abandon is tried again in the background.
+func (e *Engine) abandonNow(a *acquisition, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), e.callTimeout)
+	defer cancel()
+	if _, abErr := e.call(ctx, a.ops.abandon, e.abandonArgs(a), false, 0); abErr != nil {
+		e.abandon(a)
+		var oe *Error
+		if errors.As(err, &oe) {
+			err = oe.Err
+		}
+		return a.obj.errorf("%w; abandoning the attempt got no answer within %v (%v), so a release may hand it the %s until its queue entry or lease ends: tried again in the background", err, e.callTimeout, abErr, a.obj.kind.noun)
+	}
+	return err
+}
+
+// abandonArgs are the abandon script's keys and arguments for a. A late
+// call of the token's, still on its way when the abandon lands, finds the
+// token's mark for a call timeout: it then takes nothing.
+func (e *Engine) abandonArgs(a *acquisition) []any {
+	return append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, e.callTimeout.Milliseconds(), e.retentionArg, e.wakeArg)
+}
+
 // abandon runs the abandon script in the background, bounded by
 // AbandonTimeout, for an acquisition whose caller has already been told it
 // failed (on a closed engine, whose Close may be waiting already, at once).
 // Close waits for it. If it fails, the lease still ends whatever the late
 // acquire took; the failure is reported as a background error.
 func (e *Engine) abandon(a *acquisition) {
-	args := append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, max(a.lease, e.queueTTL).Milliseconds(), e.retentionArg, e.wakeArg)
+	args := e.abandonArgs(a)
 	obj, token, abandon := a.obj, a.token, a.ops.abandon
 	f := func() {
 		ctx, cancel := context.WithTimeout(context.Background(), AbandonTimeout)

@@ -593,3 +593,69 @@ func TestAcquire_WaitersAreToldTheirPlace(t *testing.T) {
 		}
 	})
 }
+
+// A waiter that gave up is never handed the lock: its Lock returns only
+// once its abandon has landed, so the release that follows frees the lock
+// for the next caller.
+func TestAcquire_GaveUpWaiterIsNotHanded(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		holders, waiters, next := engine(s), engine(s), engine(s)
+		for round := range 20 {
+			name := fmt.Sprintf("gone%d", round)
+			h, err := holders.TryLock(ctx, name, LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := waiters.Lock(ctx, name, LockOptions{Wait: 100 * time.Millisecond}); !errors.Is(err, ErrNotAcquired) {
+				t.Fatalf("round %d: Lock on a held name: %v, want ErrNotAcquired", round, err)
+			}
+			if err := h.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			l, err := next.TryLock(ctx, name, LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("round %d: TryLock after the holder unlocked, its only waiter having given up: %v", round, err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	})
+}
+
+// Waits cancelled on a name held for an hour leave no key that outlives
+// the call timeout after they end.
+func TestAcquire_AbandonedWaitsLeaveNoLongKeys(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx := ctxT(t)
+		const callTimeout = 2 * time.Second
+		e := engine(s, WithCallTimeout(callTimeout))
+		h, err := engine(s).TryLock(ctx, "held", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 20 {
+			cctx, cancel := context.WithCancel(ctx)
+			time.AfterFunc(20*time.Millisecond, cancel)
+			if _, err := e.Lock(cctx, "held", LockOptions{TTL: time.Hour, Wait: time.Minute}); !errors.Is(err, context.Canceled) {
+				t.Fatalf("a cancelled wait: %v, want context.Canceled", err)
+			}
+			cancel()
+		}
+		lock := object{kind: kindLock, name: "held", ns: s.NS}
+		for _, k := range s.Keys(t) {
+			if k == lock.key("") || k == lock.key(":fence") {
+				continue
+			}
+			if d := s.PTTL(t, k); d < 0 || d > callTimeout {
+				t.Errorf("%s: PTTL %v after the waits ended; want at most the call timeout %v", k, d, callTimeout)
+			}
+		}
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

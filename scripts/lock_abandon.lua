@@ -5,9 +5,9 @@
 -- queues nowhere when it lands).
 -- KEYS as lock_acquire: KEYS[1] lock, KEYS[2] fence counter, KEYS[3] queue,
 -- KEYS[4] waiters, KEYS[5] the token's abandon mark
--- ARGV[1] token, ARGV[2] ms a late call could still act for (the longer of
--- the lease and the queue entry's lifetime), ARGV[3] fence retention in
--- ms, ARGV[4] wake channel prefix
+-- ARGV[1] token, ARGV[2] ms the token's mark is kept (the call timeout: how
+-- long a late call may still land), ARGV[3] fence retention in ms, ARGV[4]
+-- wake channel prefix
 -- reply: 1 if the caller held the lock and it was passed on or freed, 0
 -- otherwise.
 local k = {lock = KEYS[1], fence = KEYS[2], q = KEYS[3], w = KEYS[4]}

@@ -5,9 +5,9 @@
 -- it takes nothing and queues nowhere when it lands).
 -- KEYS as rw_acquire: KEYS[1] leases, KEYS[2] holds, KEYS[3] fence counter,
 -- KEYS[4] queue, KEYS[5] waiters, KEYS[6] the token's abandon mark
--- ARGV[1] token, ARGV[2] ms a late call could still act for (the longer of
--- the lease and the queue entry's lifetime), ARGV[3] fence retention in
--- ms, ARGV[4] wake channel prefix
+-- ARGV[1] token, ARGV[2] ms the token's mark is kept (the call timeout: how
+-- long a late call may still land), ARGV[3] fence retention in ms, ARGV[4]
+-- wake channel prefix
 -- reply: 1 if the caller held and gave it back, 0 otherwise.
 local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5],
   retention = ARGV[3], wake = ARGV[4]}

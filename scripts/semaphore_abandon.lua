@@ -6,8 +6,8 @@
 -- KEYS as semaphore_acquire: KEYS[1] timeouts, KEYS[2] owner, KEYS[3]
 -- counter, KEYS[4] limit, KEYS[5] queue, KEYS[6] waiters, KEYS[7] owners,
 -- KEYS[8] the token's abandon mark
--- ARGV[1] id, ARGV[2] ms a late call could still act for, ARGV[3] fence
--- retention in ms, ARGV[4] wake channel prefix
+-- ARGV[1] id, ARGV[2] ms the token's mark is kept (the call timeout),
+-- ARGV[3] fence retention in ms, ARGV[4] wake channel prefix
 -- reply: 1 if a permit was given back, 0 otherwise.
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
   owners = KEYS[7]}

@@ -38,10 +38,11 @@ type MultiLock struct {
 // after another in a fixed order (by slot, then name), each waited for in
 // its FIFO queue while those taken are extended, so two LockAll calls over
 // the same names in any order never deadlock; then each is extended once
-// more (checked held, its lease started anew) before it returns. On failure or a done ctx, whatever was
-// taken is released before it returns. A name this engine holds already is
-// an error at once (wrapping ErrNotAcquired), never a wait on itself.
-// o.Owner is stored with each lock; o.Watchdog extends each.
+// more (checked held, its lease started anew) before it returns. On
+// failure or a done ctx, whatever was taken is released before it returns.
+// A name held by another goroutine of the same engine is waited for, as
+// Lock waits; a goroutine that holds one of the names itself waits out its
+// Wait. o.Owner is stored with each lock; o.Watchdog extends each.
 func (e *Engine) LockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
 	return e.lockAll(ctx, names, o, true)
 }
@@ -130,13 +131,6 @@ func (e *Engine) checkLockAll(ctx context.Context, names []string, o LockOptions
 		}
 		if len(o.Owner) > MaxOwner {
 			return obj.errorf("Owner is %d bytes, more than MaxOwner (%d): %w", len(o.Owner), MaxOwner, ErrInvalid)
-		}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	for h := range e.held {
-		if h.ops == lockOps && seen[h.obj.name] && !h.leaseOver() {
-			return h.obj.errorf("this engine holds it already (fence %d): LockAll would wait on itself: %w", h.fence, ErrNotAcquired)
 		}
 	}
 	return nil

@@ -1,6 +1,7 @@
 package atomicredis
 
 import (
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
@@ -111,4 +112,53 @@ func TestErrors_Messages(t *testing.T) {
 	for _, p := range ps {
 		p.Release(ctx)
 	}
+}
+
+// An error names its object once: a holding's calls after it ended say
+// "atomicredis: lock "a": ..." and no second "atomicredis:".
+func TestErrors_NameTheObjectOnce(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		e := engine(s)
+		l, err := e.TryLock(ctx, "a", LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := e.TryAcquireSemaphore(ctx, "s", SemaphoreOptions{Limit: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, err := e.TryLockAll(ctx, []string{"m1", "m2"}, LockOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, release := range []func(context.Context) error{l.Unlock, p.Release, m.Unlock} {
+			if err := release(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		script := NewGuardedScript(0, "return 1")
+		for _, c := range []struct {
+			name string
+			err  error
+		}{
+			{"Lock.Extend", l.Extend(ctx, time.Minute)},
+			{"Lock.TTL", func() error { _, err := l.TTL(ctx); return err }()},
+			{"Lock.SetOwner", l.SetOwner(ctx, "me")},
+			{"Lock.Eval", func() error { _, err := l.Eval(ctx, script); return err }()},
+			{"Permit.Extend", p.Extend(ctx, time.Minute)},
+			{"Permit.TTL", func() error { _, err := p.TTL(ctx); return err }()},
+			{"MultiLock.Extend", m.Extend(ctx, time.Minute)},
+		} {
+			if !errors.Is(c.err, ErrNotHeld) {
+				t.Errorf("%s after the release: %v, want ErrNotHeld", c.name, c.err)
+				continue
+			}
+			for _, line := range strings.Split(c.err.Error(), "\n") { // a MultiLock's: a line a lock
+				if n := strings.Count(line, "atomicredis:"); n != 1 {
+					t.Errorf("%s after the release: %q names its object %d times", c.name, line, n)
+				}
+			}
+		}
+	})
 }

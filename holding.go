@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"time"
@@ -183,13 +184,18 @@ func (h *holding) usable(ctx context.Context) error {
 	h.mu.Lock()
 	ended := h.ended
 	h.mu.Unlock()
+	var oe *Error
 	switch {
 	case ended == nil:
 		return nil
 	case errors.Is(ended, ErrNotHeld):
 		return ended
+	case ended == errReleased:
+		return h.obj.errorf("fence %d: released: %w", h.fence, ErrNotHeld)
+	case errors.As(ended, &oe): // it names the object and the fence already
+		return h.obj.err(fmt.Errorf("%w: %w", oe.Err, ErrNotHeld))
 	}
-	return h.obj.errorf("fence %d: %v: %w", h.fence, h.cause(ended), ErrNotHeld)
+	return h.obj.errorf("fence %d: %w: %w", h.fence, ended, ErrNotHeld)
 }
 
 // errReleased stands for the cause of a holding its caller released until

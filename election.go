@@ -64,7 +64,8 @@ func (e *Engine) Election(name string, o LockOptions) *Election {
 // leads, or ctx ends (an error wrapping ErrNotAcquired and ctx.Err()).
 // When the election's term counter is gone (a new election, none for the
 // fence retention, or lost in a restart with a leader perhaps still
-// running), the first term waits one lease, the candidate's TTL.
+// running), the first term waits one lease, the candidate's TTL (10 s at
+// DefaultTTL): a leader from before the loss may still act until then.
 // The leadership is a watchdog *Lock: its Owner is value (at most
 // MaxOwner bytes), its Fence the term, which grows with every leader;
 // Unlock resigns, SetOwner proclaims another value in the same term, and

@@ -55,3 +55,41 @@ func runSchedule(ctx context.Context, term int64, token string) {
 	_ = token // a store admits a higher term, or the same term with the same token
 	fmt.Println("scheduled under term of 16 digits:", len(fmt.Sprint(term)) == 16)
 }
+
+// A new election's first term waits one lease, the candidate's TTL (10 s
+// at DefaultTTL): a leader elected before the election's keys were lost
+// (a restart without persistence) may still act until its lease ends.
+// Once the election has a term, a resignation hands over at once.
+func ExampleElection_Campaign() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	pool := &redis.Pool{MaxIdle: 16, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	e := atomicredis.New(pool)
+	defer e.Close(context.Background())
+	ctx := context.Background()
+	const ttl = time.Second
+	election := e.Election("reports", atomicredis.LockOptions{TTL: ttl})
+
+	start := time.Now()
+	first, err := election.Campaign(ctx, "host-a")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("first term waited a lease:", time.Since(start) >= ttl)
+	first.Unlock(ctx) // resign
+
+	start = time.Now()
+	second, err := election.Campaign(ctx, "host-b")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer second.Unlock(ctx)
+	fmt.Println("next term waited a lease:", time.Since(start) >= ttl)
+	fmt.Println("a higher term:", second.Fence() > first.Fence())
+	// Output:
+	// first term waited a lease: true
+	// next term waited a lease: false
+	// a higher term: true
+}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -22,32 +23,32 @@ import (
 
 func init() {
 	targets = append(targets,
-		target{"MarkActive, dense shard: script µs ÷ v3's", [2]string{"BenchmarkActivityMark/dense", "srv-us/op"}, [2]string{"BenchmarkActivityMark/v3", "srv-us/op"}, "<=", 1.2},
-		target{"MarkActive, dense shard: round trips a mark", [2]string{"BenchmarkActivityMark/dense", "cmds/op"}, [2]string{}, "<=", 1},
-		target{"MarkActive, sparse id: round trips a mark", [2]string{"BenchmarkActivityMark/sparse", "cmds/op"}, [2]string{}, "<=", 1},
-		target{"MarkActive, sparse id: script µs", [2]string{"BenchmarkActivityMark/sparse", "srv-us/op"}, [2]string{}, "", 0},
-		target{"MarkActiveMany of 100,000 sparse ids: round trips ÷ slots touched", [2]string{"BenchmarkActivityMarkMany/sparse", "trips/batch"}, [2]string{"BenchmarkActivityMarkMany/sparse", "slots/batch"}, "<=", 1},
-		target{"MarkActiveMany of 100,000 ids below 100 million: round trips ÷ slots touched", [2]string{"BenchmarkActivityMarkMany/batch", "trips/batch"}, [2]string{"BenchmarkActivityMarkMany/batch", "slots/batch"}, "", 0},
-		target{"10^5 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e5", "B/id"}, [2]string{}, "<=", 16},
-		target{"10^6 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e6", "B/id"}, [2]string{}, "<=", 16},
-		target{"10^7 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e7", "B/id"}, [2]string{}, "<=", 16},
-		target{"10^5 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e5", "B/id"}, [2]string{}, "", 0},
-		target{"10^6 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e6", "B/id"}, [2]string{}, "", 0},
-		target{"10^7 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e7", "B/id"}, [2]string{}, "", 0},
-		target{"a day of 10^5 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "B/id"}, [2]string{}, "<=", 16},
-		target{"a day of 10^6 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "B/id"}, [2]string{}, "<=", 16},
-		target{"a day of 10^7 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "B/id"}, [2]string{}, "<=", 16},
-		target{"a day of 10^5 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "top-share"}, [2]string{}, "<=", 0.5},
-		target{"a day of 10^6 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "top-share"}, [2]string{}, "<=", 0.5},
-		target{"a day of 10^7 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "top-share"}, [2]string{}, "<=", 0.5},
-		target{"7 periods of 10^6 random ids: CountActive ns", [2]string{"BenchmarkActivityRandomWeek/or", "ns/op"}, [2]string{}, "<=", 1e9},
-		target{"7 periods of 10^6 random ids: CountActiveAll ns", [2]string{"BenchmarkActivityRandomWeek/and", "ns/op"}, [2]string{}, "<=", 1e9},
-		target{"7 periods of 10^6 random ids: longest count script, ms", [2]string{"BenchmarkActivityRandomWeek/scripts", "max-script-ms"}, [2]string{}, "<=", 5},
-		target{"a day of 10^8 dense ids: MB (total.allocated)", [2]string{"BenchmarkActivitySeedDay/memory", "MB/day"}, [2]string{}, "<=", 12.6},
-		target{"7 days of 10^8 ids: CountActive time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-or", "ns/op"}, "<=", 1.2},
-		target{"7 days of 10^8 ids: CountActiveAll time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-and", "ns/op"}, "<=", 1.2},
-		target{"7 days of 10^8 ids, cluster: CountActive ÷ v3's", [2]string{"BenchmarkActivitySeedDayCluster/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDayCluster/v3-or", "ns/op"}, "<=", 1.2},
-		target{"7 days of 10^8 ids, cluster: CountActiveAll ÷ v3's", [2]string{"BenchmarkActivitySeedDayCluster/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDayCluster/v3-and", "ns/op"}, "<=", 1.2},
+		bench.Row("MarkActive, dense shard: script µs ÷ v3's", [2]string{"BenchmarkActivityMark/dense", "srv-us/op"}, [2]string{"BenchmarkActivityMark/v3", "srv-us/op"}, "<=", 1.2),
+		bench.Row("MarkActive, dense shard: round trips a mark", [2]string{"BenchmarkActivityMark/dense", "cmds/op"}, [2]string{}, "<=", 1),
+		bench.Row("MarkActive, sparse id: round trips a mark", [2]string{"BenchmarkActivityMark/sparse", "cmds/op"}, [2]string{}, "<=", 1),
+		bench.Row("MarkActive, sparse id: script µs", [2]string{"BenchmarkActivityMark/sparse", "srv-us/op"}, [2]string{}, "", 0),
+		bench.Row("MarkActiveMany of 100,000 sparse ids: round trips ÷ slots touched", [2]string{"BenchmarkActivityMarkMany/sparse", "trips/batch"}, [2]string{"BenchmarkActivityMarkMany/sparse", "slots/batch"}, "<=", 1),
+		bench.Row("MarkActiveMany of 100,000 ids below 100 million: round trips ÷ slots touched", [2]string{"BenchmarkActivityMarkMany/batch", "trips/batch"}, [2]string{"BenchmarkActivityMarkMany/batch", "slots/batch"}, "", 0),
+		bench.Row("10^5 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e5", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("10^6 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e6", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("10^7 random int63 ids: bytes an id", [2]string{"BenchmarkActivityMemory/random-1e7", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("10^5 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e5", "B/id"}, [2]string{}, "", 0),
+		bench.Row("10^6 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e6", "B/id"}, [2]string{}, "", 0),
+		bench.Row("10^7 ids in a plain SET: bytes an id (reference)", [2]string{"BenchmarkActivityMemory/set-1e7", "B/id"}, [2]string{}, "", 0),
+		bench.Row("a day of 10^5 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("a day of 10^6 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("a day of 10^7 snowflake ids, cluster: bytes an id", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("a day of 10^5 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "top-share"}, [2]string{}, "<=", 0.5),
+		bench.Row("a day of 10^6 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "top-share"}, [2]string{}, "<=", 0.5),
+		bench.Row("a day of 10^7 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "top-share"}, [2]string{}, "<=", 0.5),
+		bench.Row("7 periods of 10^6 random ids: CountActive ns", [2]string{"BenchmarkActivityRandomWeek/or", "ns/op"}, [2]string{}, "<=", 1e9),
+		bench.Row("7 periods of 10^6 random ids: CountActiveAll ns", [2]string{"BenchmarkActivityRandomWeek/and", "ns/op"}, [2]string{}, "<=", 1e9),
+		bench.Row("7 periods of 10^6 random ids: longest count script, ms", [2]string{"BenchmarkActivityRandomWeek/scripts", "max-script-ms"}, [2]string{}, "<=", 5),
+		bench.Row("a day of 10^8 dense ids: MB (total.allocated)", [2]string{"BenchmarkActivitySeedDay/memory", "MB/day"}, [2]string{}, "<=", 12.6),
+		bench.Row("7 days of 10^8 ids: CountActive time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-or", "ns/op"}, "<=", 1.2),
+		bench.Row("7 days of 10^8 ids: CountActiveAll time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-and", "ns/op"}, "<=", 1.2),
+		bench.Row("7 days of 10^8 ids, cluster: CountActive ÷ v3's", [2]string{"BenchmarkActivitySeedDayCluster/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDayCluster/v3-or", "ns/op"}, "<=", 1.2),
+		bench.Row("7 days of 10^8 ids, cluster: CountActiveAll ÷ v3's", [2]string{"BenchmarkActivitySeedDayCluster/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDayCluster/v3-and", "ns/op"}, "<=", 1.2),
 	)
 }
 
@@ -78,11 +79,11 @@ func denseShard(ctx context.Context, e *Engine, group, period string) error {
 // time in the scripts.
 func BenchmarkActivityMark(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds())
 	if benchMini {
-		x.skip("dense", "making a shard dense takes 32,768 marks: a minute in miniredis's Lua")
-		x.skip("sparse", "100,000 marks first: runs on redis-server")
-		x.run()
+		x.Skip("dense", "making a shard dense takes 32,768 marks: a minute in miniredis's Lua")
+		x.Skip("sparse", "100,000 marks first: runs on redis-server")
+		x.Run()
 		return
 	}
 	e, ctx := x.env.engine(), context.Background()
@@ -106,14 +107,14 @@ func BenchmarkActivityMark(b *testing.B) {
 	for i := range ids[:1024] {
 		ids[i] = r.Int64N(1 << 20)
 	}
-	x.addOps("dense", func(i int) error { return e.MarkActive(ctx, "g", "d", ids[i%1024]) })
-	x.addOps("v3", func(i int) error { return v3{e}.mark(ctx, "g3", "d", ids[i%1024]) })
-	x.addOps("v2", func(i int) error {
+	x.AddOps("dense", func(i int) error { return e.MarkActive(ctx, "g", "d", ids[i%1024]) })
+	x.AddOps("v3", func(i int) error { return v3{e}.mark(ctx, "g3", "d", ids[i%1024]) })
+	x.AddOps("v2", func(i int) error {
 		_, err := e.eval(ctx, e.group("g"), activeV2Mark, e.v2Key("g", "d"), ids[i%1024])
 		return err
 	})
-	x.addOps("sparse", func(int) error { return e.MarkActive(ctx, "s", "d", r.Int64()) })
-	x.run()
+	x.AddOps("sparse", func(int) error { return e.MarkActive(ctx, "s", "d", r.Int64()) })
+	x.Run()
 }
 
 // BenchmarkActivityMarkMany: MarkActiveMany of 100,000 ids into a fresh
@@ -124,9 +125,9 @@ func BenchmarkActivityMark(b *testing.B) {
 func BenchmarkActivityMarkMany(b *testing.B) {
 	x := newExperiment(b)
 	if benchMini {
-		x.skip("batch", "100,000 ids through miniredis's Lua take seconds: MarkActiveMany runs on redis-server")
-		x.skip("sparse", "as batch")
-		x.run()
+		x.Skip("batch", "100,000 ids through miniredis's Lua take seconds: MarkActiveMany runs on redis-server")
+		x.Skip("sparse", "as batch")
+		x.Run()
 		return
 	}
 	e, ctx := x.env.engine(), context.Background()
@@ -145,20 +146,20 @@ func BenchmarkActivityMarkMany(b *testing.B) {
 				slots[tagSlot("g:"+strconv.FormatInt(pl.shard, 10))] = true
 			}
 		}
-		x.add(c.name, func(rd *round) error {
-			sent := x.env.sent.Load()
+		x.Add(c.name, func(rd *bench.Round) error {
+			sent := x.env.Sent.Load()
 			start := time.Now()
-			if err := e.MarkActiveMany(ctx, "g", c.name+strconv.Itoa(rd.i), ids...); err != nil {
+			if err := e.MarkActiveMany(ctx, "g", c.name+strconv.Itoa(rd.Index), ids...); err != nil {
 				return err
 			}
-			rd.add("ms/batch", float64(time.Since(start).Microseconds())/1000)
-			rd.add("trips/batch", float64(x.env.sent.Load()-sent))
-			rd.add("slots/batch", float64(len(slots)))
-			rd.did(1)
+			rd.Add("ms/batch", float64(time.Since(start).Microseconds())/1000)
+			rd.Add("trips/batch", float64(x.env.Sent.Load()-sent))
+			rd.Add("slots/batch", float64(len(slots)))
+			rd.Did(1)
 			return nil
 		})
 	}
-	x.run()
+	x.Run()
 }
 
 // seedDay is the seed's day: 100 million ids, a bitmap of 12.5 MB.
@@ -285,17 +286,17 @@ func sizeName(n int) string { return "1e" + strconv.Itoa(len(strconv.Itoa(n))-1)
 // One round: each fill is deleted before the next.
 func BenchmarkActivityMemory(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = 1
+	x.Rounds = 1
 	if benchMini {
-		x.skip("random-1e5", "miniredis has no MEMORY STATS")
-		x.run()
+		x.Skip("random-1e5", "miniredis has no MEMORY STATS")
+		x.Run()
 		return
 	}
 	newPool := func() (Pool, func()) {
 		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16}
 		return p, func() { p.Close() }
 	}
-	admin := x.env.admin
+	admin := x.env.Admin
 	set := func(i int, v string) error {
 		_, err := admin.Do("SET", fmt.Sprintf("%swarm%d", x.env.ns, i), v)
 		return err
@@ -306,19 +307,19 @@ func BenchmarkActivityMemory(b *testing.B) {
 	for _, n := range activitySizes() {
 		r := rand.New(rand.NewPCG(uint64(n), 5))
 		random := randomIDs(r, n)
-		x.add("random-"+sizeName(n), func(rd *round) error {
+		x.Add("random-"+sizeName(n), func(rd *bench.Round) error {
 			grew, err := fillBytes(newPool, 100_000, x.env.ns, "random", random, admin)
-			rd.add("B/id", float64(grew)/float64(n))
-			rd.did(1)
+			rd.Add("B/id", float64(grew)/float64(n))
+			rd.Did(1)
 			return errors2(err, dropKeys(admin, x.env.ns))
 		})
-		x.add("snowflake-"+sizeName(n), func(rd *round) error {
+		x.Add("snowflake-"+sizeName(n), func(rd *bench.Round) error {
 			grew, err := fillBytes(newPool, 100_000, x.env.ns, "snowflake", snowflakeIDs(r, n), admin)
-			rd.add("B/id", float64(grew)/float64(n))
-			rd.did(1)
+			rd.Add("B/id", float64(grew)/float64(n))
+			rd.Did(1)
 			return errors2(err, dropKeys(admin, x.env.ns))
 		})
-		x.add("set-"+sizeName(n), func(rd *round) error {
+		x.Add("set-"+sizeName(n), func(rd *bench.Round) error {
 			before, err := allocated(admin)
 			if err != nil {
 				return err
@@ -333,12 +334,12 @@ func BenchmarkActivityMemory(b *testing.B) {
 				return err
 			}
 			after, err := allocated(admin)
-			rd.add("B/id", float64(after-before)/float64(n))
-			rd.did(1)
+			rd.Add("B/id", float64(after-before)/float64(n))
+			rd.Did(1)
 			return errors2(err, dropKeys(admin, x.env.ns))
 		})
 	}
-	x.run()
+	x.Run()
 }
 
 // warmActivity brings the servers of conns to the state a server in use
@@ -428,7 +429,7 @@ func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 		}
 	})
 	x := newExperiment(b)
-	x.rounds = 1
+	x.Rounds = 1
 	newPool := func() (Pool, func()) {
 		c := testcluster.Client(b, seeds)
 		return testcluster.Pool{Cluster: c}, func() { c.Close() }
@@ -442,7 +443,7 @@ func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 	}
 	for _, n := range activitySizes() {
 		ids := snowflakeIDs(rand.New(rand.NewPCG(uint64(n), 6)), n)
-		x.add(sizeName(n), func(rd *round) error {
+		x.Add(sizeName(n), func(rd *bench.Round) error {
 			var before []int64
 			for _, c := range conns {
 				v, err := allocated(c)
@@ -471,13 +472,13 @@ func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 				}
 			}
 			fmt.Printf("%s/%s: by primary: %s\n", b.Name(), sizeName(n), strings.Join(parts, ", "))
-			rd.add("B/id", float64(sum)/float64(n))
-			rd.add("top-share", float64(top)/float64(sum))
-			rd.did(1)
+			rd.Add("B/id", float64(sum)/float64(n))
+			rd.Add("top-share", float64(top)/float64(sum))
+			rd.Did(1)
 			return nil
 		})
 	}
-	x.run()
+	x.Run()
 }
 
 // fillSeedDays writes days days of the seed's day for group: random bits
@@ -574,8 +575,8 @@ func BenchmarkActivitySeedDay(b *testing.B) {
 	seedScale(b)
 	x := newExperiment(b)
 	if benchMini {
-		x.skip("or", "the seed's scale runs on redis-server")
-		x.run()
+		x.Skip("or", "the seed's scale runs on redis-server")
+		x.Run()
 		return
 	}
 	const days = 7
@@ -588,14 +589,14 @@ func BenchmarkActivitySeedDay(b *testing.B) {
 		}
 		return New(p, WithNamespace(x.env.ns), WithActivityTTL(30*24*time.Hour), WithCallTimeout(time.Minute)), admin, func() { p.Close() }
 	}
-	v4Bytes := fillSeedDays(b, newEngine, "seed", days, x.env.admin)
+	v4Bytes := fillSeedDays(b, newEngine, "seed", days, x.env.Admin)
 	e := x.env.engine()
-	x.add("memory", func(r *round) error {
-		r.add("MB/day", float64(v4Bytes)/1e6)
+	x.Add("memory", func(r *bench.Round) error {
+		r.Add("MB/day", float64(v4Bytes)/1e6)
 		return nil
 	})
 	seedCounts(b, x, e, "seed", days)
-	x.run()
+	x.Run()
 }
 
 // seedCounts checks that CountActive and CountActiveAll over the group's
@@ -618,8 +619,8 @@ func seedCounts(b *testing.B, x *experiment, e *Engine, group string, days int) 
 		if err != nil || err2 != nil || got != want {
 			b.Fatalf("%s: v4 counts %d (%v), v3 %d (%v)", c.name, got, err, want, err2)
 		}
-		x.addOps(c.name, func(int) error { _, err := v4(); return err })
-		x.addOps("v3-"+c.name, func(int) error { _, err := v3(); return err })
+		x.AddOps(c.name, func(int) error { _, err := v4(); return err })
+		x.AddOps("v3-"+c.name, func(int) error { _, err := v3(); return err })
 	}
 }
 
@@ -656,9 +657,9 @@ func BenchmarkActivitySeedDayCluster(b *testing.B) {
 	slices.Sort(parts)
 	fmt.Printf("%s: a day's 12 dense shards by primary: %s\n", b.Name(), strings.Join(parts, ", "))
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds())
 	seedCounts(b, x, e, "seed", days)
-	x.run()
+	x.Run()
 }
 
 // BenchmarkActivityRandomWeek: 7 periods of 10^6 random int63 ids each
@@ -669,16 +670,16 @@ func BenchmarkActivitySeedDayCluster(b *testing.B) {
 func BenchmarkActivityRandomWeek(b *testing.B) {
 	x := newExperiment(b)
 	if benchMini {
-		x.skip("or", "7 million marks: runs on redis-server")
-		x.run()
+		x.Skip("or", "7 million marks: runs on redis-server")
+		x.Run()
 		return
 	}
-	x.rounds = max(x.rounds, 3)
-	if x.budget = roundBudget(x.rounds); x.budget.n > 3 {
-		x.budget.n = 3
+	x.Rounds = max(x.Rounds, 3)
+	if x.Budget = bench.RoundBudget(x.Rounds); x.Budget.N > 3 {
+		x.Budget.N = 3
 	}
 	ctx := context.Background()
-	e := New(x.env.pool, WithNamespace(x.env.ns), WithCallTimeout(time.Minute))
+	e := New(x.env.Pool, WithNamespace(x.env.ns), WithCallTimeout(time.Minute))
 	r := rand.New(rand.NewPCG(7, 1_000_000))
 	universe := randomIDs(r, 3_000_000)
 	seen := map[int64]int{}
@@ -710,10 +711,10 @@ func BenchmarkActivityRandomWeek(b *testing.B) {
 	if got, err := e.CountActiveAll(ctx, "week", periods...); got != inter || err != nil {
 		b.Fatalf("CountActiveAll = %d, %v; want %d", got, err, inter)
 	}
-	x.addOps("or", func(int) error { _, err := e.CountActive(ctx, "week", periods...); return err })
-	x.addOps("and", func(int) error { _, err := e.CountActiveAll(ctx, "week", periods...); return err })
-	x.add("scripts", func(rd *round) error {
-		admin := x.env.admin
+	x.AddOps("or", func(int) error { _, err := e.CountActive(ctx, "week", periods...); return err })
+	x.AddOps("and", func(int) error { _, err := e.CountActiveAll(ctx, "week", periods...); return err })
+	x.Add("scripts", func(rd *bench.Round) error {
+		admin := x.env.Admin
 		cfg, err := redis.StringMap(admin.Do("CONFIG", "GET", "slowlog-*"))
 		if err != nil {
 			return err
@@ -744,10 +745,10 @@ func BenchmarkActivityRandomWeek(b *testing.B) {
 				}
 			}
 		}
-		rd.add("max-script-ms", float64(longest)/1000)
-		rd.add("scripts/count", float64(scripts)/2)
-		rd.did(1)
+		rd.Add("max-script-ms", float64(longest)/1000)
+		rd.Add("scripts/count", float64(scripts)/2)
+		rd.Did(1)
 		return nil
 	})
-	x.run()
+	x.Run()
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -16,8 +17,8 @@ import (
 // The cluster's rows in the verdict table (printVerdicts): the same one
 // round trip on a cluster as on one node, and no redirect in steady state.
 func init() {
-	row := func(what, op, num, den, unit, cmp string, want float64) target {
-		return target{what, [2]string{"BenchmarkCluster/" + op + "/" + num, unit}, [2]string{"BenchmarkCluster/" + op + "/" + den, unit}, cmp, want}
+	row := func(what, op, num, den, unit, cmp string, want float64) bench.Target {
+		return bench.Row(what, [2]string{"BenchmarkCluster/" + op + "/" + num, unit}, [2]string{"BenchmarkCluster/" + op + "/" + den, unit}, cmp, want)
 	}
 	targets = append(targets,
 		row("lock cycle p50: cluster (redisc) ÷ its primary direct", "lock", "cluster", "single", "p50-ns", "<=", 1.1),
@@ -26,8 +27,8 @@ func init() {
 		row("Suggest 1k p50: cluster (redisc) ÷ its primary direct", "suggest", "cluster", "single", "p50-ns", "<=", 1.1),
 		row("Suggest 1k mean: cluster (redisc) ÷ its primary direct", "suggest", "cluster", "single", "ns/op", "", 0),
 		row("Suggest 1k mean: cluster ÷ standalone server", "suggest", "cluster", "standalone", "ns/op", "", 0),
-		target{"cluster lock cycle: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/lock/cluster", "moved/1k-ops"}, [2]string{}, "<=", 0},
-		target{"cluster Suggest: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/suggest/cluster", "moved/1k-ops"}, [2]string{}, "<=", 0},
+		bench.Row("cluster lock cycle: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/lock/cluster", "moved/1k-ops"}, [2]string{}, "<=", 0),
+		bench.Row("cluster Suggest: MOVED per 1,000 operations", [2]string{"BenchmarkCluster/suggest/cluster", "moved/1k-ops"}, [2]string{}, "<=", 0),
 	)
 }
 
@@ -145,8 +146,8 @@ func BenchmarkCluster(b *testing.B) {
 	}
 	for _, op := range ops {
 		x := newExperiment(b)
-		x.rounds = max(x.rounds, opRounds())
-		x.show = []string{"ns/op", "p50-ns", "srv-us/op", "cpu-us/op"}
+		x.Rounds = max(x.Rounds, opRounds())
+		x.Show = []string{"ns/op", "p50-ns", "srv-us/op", "cpu-us/op"}
 		for _, sd := range sides {
 			pool, ns, moved := sd.pool(b)
 			gets := &countingGets{Pool: pool}
@@ -162,22 +163,22 @@ func BenchmarkCluster(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.Cleanup(func() { admin.Close() })
-			x.add(op.name+"/"+sd.name, func(r *round) error {
+			x.Add(op.name+"/"+sd.name, func(r *bench.Round) error {
 				moved0, gets0 := moved(), gets.n.Load()
-				s1, err := readServer(admin, 0)
+				s1, err := bench.ReadServer(admin, 0)
 				if err != nil {
 					return err
 				}
 				var took []time.Duration
-				for start, i := time.Now(), 0; r.budget.more(i, start); i++ {
-					name, prefix := names[i%len(names)], members[(r.i*7919+i)%len(members)][:2]
+				for start, i := time.Now(), 0; r.Budget.More(i, start); i++ {
+					name, prefix := names[i%len(names)], members[(r.Index*7919+i)%len(members)][:2]
 					t0 := time.Now()
 					if err := op.run(e, name, prefix); err != nil {
 						return err
 					}
 					took = append(took, time.Since(t0))
 				}
-				s2, err := readServer(admin, 0)
+				s2, err := bench.ReadServer(admin, 0)
 				if err != nil {
 					return err
 				}
@@ -186,20 +187,20 @@ func BenchmarkCluster(b *testing.B) {
 				for _, d := range took {
 					sum += d
 				}
-				r.did(len(took))
-				u := s1.to(s2)
-				r.add("ns/op", float64(sum.Nanoseconds())/n)
-				r.add("p50-ns", percentile(took, 0.5)*1e6)
-				r.add("conns/call", float64(gets.n.Load()-gets0)/(n*float64(op.calls)))
-				r.add("srv-us/op", u.usec/n)
-				r.add("cpu-us/op", u.cpu*1e6/n)
+				r.Did(len(took))
+				u := s1.To(s2)
+				r.Add("ns/op", float64(sum.Nanoseconds())/n)
+				r.Add("p50-ns", percentile(took, 0.5)*1e6)
+				r.Add("conns/call", float64(gets.n.Load()-gets0)/(n*float64(op.calls)))
+				r.Add("srv-us/op", u.Usec/n)
+				r.Add("cpu-us/op", u.CPU*1e6/n)
 				if sd.name == "cluster" {
-					r.add("moved/1k-ops", float64(moved()-moved0)*1000/n)
+					r.Add("moved/1k-ops", float64(moved()-moved0)*1000/n)
 				}
 				return nil
 			})
 		}
-		x.run()
+		x.Run()
 	}
 }
 

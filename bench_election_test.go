@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -36,10 +37,10 @@ func BenchmarkElectionObserve(b *testing.B) {
 		b.Fatalf("first state %+v", l)
 	}
 	const changes = 100
-	x.add("change", func(r *round) error {
+	x.Add("change", func(r *bench.Round) error {
 		ds := make([]time.Duration, 0, changes)
 		for i := 0; i < changes; i++ {
-			value := "v" + strconv.Itoa(r.i) + "-" + strconv.Itoa(i)
+			value := "v" + strconv.Itoa(r.Index) + "-" + strconv.Itoa(i)
 			start := time.Now()
 			if err := lead.SetOwner(ctx, value); err != nil {
 				return err
@@ -59,10 +60,10 @@ func BenchmarkElectionObserve(b *testing.B) {
 	})
 	// SetOwner alone, its reply awaited: the part of a change's latency
 	// before its script has run and replied.
-	x.add("set-owner", func(r *round) error {
+	x.Add("set-owner", func(r *bench.Round) error {
 		ds := make([]time.Duration, 0, changes)
 		for i := 0; i < changes; i++ {
-			value := "w" + strconv.Itoa(r.i) + "-" + strconv.Itoa(i)
+			value := "w" + strconv.Itoa(r.Index) + "-" + strconv.Itoa(i)
 			start := time.Now()
 			if err := lead.SetOwner(ctx, value); err != nil {
 				return err
@@ -88,9 +89,9 @@ func BenchmarkElectionObserve(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer plain.Unlock(ctx)
-	x.addOps("lock-set-owner", func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) })
-	timed := func(f func(i int) error) func(r *round) error {
-		return func(r *round) error {
+	x.AddOps("lock-set-owner", func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) })
+	timed := func(f func(i int) error) func(r *bench.Round) error {
+		return func(r *bench.Round) error {
 			ds := make([]time.Duration, 0, changes)
 			for i := 0; i < changes; i++ {
 				start := time.Now()
@@ -103,8 +104,8 @@ func BenchmarkElectionObserve(b *testing.B) {
 			return nil
 		}
 	}
-	x.add("lock-set-owner-p50", timed(func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) }))
-	x.add("unobserved-set-owner", timed(func(i int) error { return lone.SetOwner(ctx, strconv.Itoa(i)) }))
+	x.Add("lock-set-owner-p50", timed(func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) }))
+	x.Add("unobserved-set-owner", timed(func(i int) error { return lone.SetOwner(ctx, strconv.Itoa(i)) }))
 	// The floor: a bare script's PUBLISH reaching a bare subscriber in this
 	// process, timed as a change is. What a change costs above it is ours.
 	subConn, err := redis.Dial("tcp", benchAddr)
@@ -133,12 +134,12 @@ func BenchmarkElectionObserve(b *testing.B) {
 		}
 	}()
 	publish := redis.NewScript(1, "return redis.call('PUBLISH', KEYS[1], ARGV[1])")
-	x.add("floor", func(r *round) error {
-		c := x.env.pool.Get()
+	x.Add("floor", func(r *bench.Round) error {
+		c := x.env.Pool.Get()
 		defer c.Close()
 		ds := make([]time.Duration, 0, changes)
 		for i := 0; i < changes; i++ {
-			value := "f" + strconv.Itoa(r.i) + "-" + strconv.Itoa(i)
+			value := "f" + strconv.Itoa(r.Index) + "-" + strconv.Itoa(i)
 			start := time.Now()
 			if _, err := publish.Do(c, floorChannel, value); err != nil {
 				return err
@@ -156,11 +157,11 @@ func BenchmarkElectionObserve(b *testing.B) {
 		addLatencies(r, ds)
 		return nil
 	})
-	x.add("ping", func(r *round) error {
+	x.Add("ping", func(r *bench.Round) error {
 		ds := make([]time.Duration, 0, changes)
 		for i := 0; i < changes; i++ {
 			start := time.Now()
-			c := x.env.pool.Get()
+			c := x.env.Pool.Get()
 			_, err := c.Do("PING")
 			c.Close()
 			if err != nil {
@@ -172,11 +173,11 @@ func BenchmarkElectionObserve(b *testing.B) {
 		return nil
 	})
 	if benchMini {
-		x.skip("lease-end", "a leader's lease ends by the server's clock: on redis-server")
+		x.Skip("lease-end", "a leader's lease ends by the server's clock: on redis-server")
 	} else {
 		// Each round a leader campaigns through a proxy that is then cut;
 		// the server's PTTL, read at the cut, says when its lease ends.
-		x.add("lease-end", func(r *round) error {
+		x.Add("lease-end", func(r *bench.Round) error {
 			proxy := startProxy(b, benchAddr, faults{})
 			defer proxy.close()
 			pool := newPool(b, proxy.addr())
@@ -196,7 +197,7 @@ func BenchmarkElectionObserve(b *testing.B) {
 			}
 			proxy.refuse.Store(true)
 			proxy.cutAll()
-			ms, err := x.env.admin.Do("PTTL", x.env.ns+"election:{"+name+"}")
+			ms, err := x.env.Admin.Do("PTTL", x.env.ns+"election:{"+name+"}")
 			if err != nil {
 				return err
 			}
@@ -207,24 +208,24 @@ func BenchmarkElectionObserve(b *testing.B) {
 				}
 			}
 			late := time.Since(end)
-			r.did(1)
-			r.add("ns/op", float64(late))
-			r.add("late-ms", float64(late)/1e6)
+			r.Did(1)
+			r.Add("ns/op", float64(late))
+			r.Add("late-ms", float64(late)/1e6)
 			<-l.Lost()
 			return nil
 		})
 	}
-	x.run()
+	x.Run()
 }
 
 func init() {
 	targets = append(targets,
-		target{"election: a change reaches an observer, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "<=", 3},
-		target{"election: a change reaches an observer, p50 ÷ the floor's p50 (a bare script's PUBLISH reaching a bare subscriber)", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, "", 0},
-		target{"election: the floor, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
-		target{"election: SetOwner's own round trip, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
-		target{"election: SetOwner of a leader nobody observes, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/unobserved-set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
-		target{"election: a plain lock's SetOwner, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/lock-set-owner-p50", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0},
-		target{"election: a lease that ran out is seen, ms after its end", [2]string{"BenchmarkElectionObserve/lease-end", "late-ms"}, [2]string{}, "<=", 50},
+		bench.Row("election: a change reaches an observer, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "<=", 3),
+		bench.Row("election: a change reaches an observer, p50 ÷ the floor's p50 (a bare script's PUBLISH reaching a bare subscriber)", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, "", 0),
+		bench.Row("election: the floor, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0),
+		bench.Row("election: SetOwner's own round trip, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0),
+		bench.Row("election: SetOwner of a leader nobody observes, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/unobserved-set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0),
+		bench.Row("election: a plain lock's SetOwner, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/lock-set-owner-p50", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0),
+		bench.Row("election: a lease that ran out is seen, ms after its end", [2]string{"BenchmarkElectionObserve/lease-end", "late-ms"}, [2]string{}, "<=", 50),
 	)
 }

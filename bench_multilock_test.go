@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -17,12 +18,12 @@ import (
 
 func init() {
 	targets = append(targets,
-		target{"LockAll of 4 names, p50 ÷ one Lock's", [2]string{"BenchmarkLockAll/lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/lock", "p50-ms"}, "<=", 1.3},
-		target{"a bare script setting 4 keys, p50 ÷ one setting 1 key: the floor of one script over 4 names on this machine", [2]string{"BenchmarkLockAll/bare-4", "p50-ms"}, [2]string{"BenchmarkLockAll/bare-1", "p50-ms"}, "", 0},
-		target{"LockAll of 4 names and its Unlock: server µs ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "srv-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "srv-us/op"}, "", 0},
-		target{"LockAll of 4 names and its Unlock: server CPU ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "cpu-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "cpu-us/op"}, "", 0},
-		target{"LockAll of 4 names on 3 primaries, p50 ÷ 4 Locks in a row", [2]string{"BenchmarkLockAll/cluster-lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "<=", 0.6},
-		target{"4 Locks on 3 primaries at once (no order), p50 ÷ 4 Locks in a row: the floor of trying the nodes together", [2]string{"BenchmarkLockAll/cluster-4-locks-at-once", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "", 0},
+		bench.Row("LockAll of 4 names, p50 ÷ one Lock's", [2]string{"BenchmarkLockAll/lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/lock", "p50-ms"}, "<=", 1.3),
+		bench.Row("a bare script setting 4 keys, p50 ÷ one setting 1 key: the floor of one script over 4 names on this machine", [2]string{"BenchmarkLockAll/bare-4", "p50-ms"}, [2]string{"BenchmarkLockAll/bare-1", "p50-ms"}, "", 0),
+		bench.Row("LockAll of 4 names and its Unlock: server µs ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "srv-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "srv-us/op"}, "", 0),
+		bench.Row("LockAll of 4 names and its Unlock: server CPU ÷ one Lock and Unlock's", [2]string{"BenchmarkLockAll/lockall-4-cycle", "cpu-us/op"}, [2]string{"BenchmarkLockAll/lock-cycle", "cpu-us/op"}, "", 0),
+		bench.Row("LockAll of 4 names on 3 primaries, p50 ÷ 4 Locks in a row", [2]string{"BenchmarkLockAll/cluster-lockall-4", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "<=", 0.6),
+		bench.Row("4 Locks on 3 primaries at once (no order), p50 ÷ 4 Locks in a row: the floor of trying the nodes together", [2]string{"BenchmarkLockAll/cluster-4-locks-at-once", "p50-ms"}, [2]string{"BenchmarkLockAll/cluster-4-locks", "p50-ms"}, "", 0),
 	)
 }
 
@@ -34,13 +35,13 @@ func init() {
 // Unlock against one Lock and Unlock.
 func BenchmarkLockAll(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds())
 	ctx := context.Background()
 	e := x.env.engine()
 	defer closeAll(e)()
 	const n = 200
-	timed := func(acquire func() (func() error, error)) func(r *round) error {
-		return func(r *round) error {
+	timed := func(acquire func() (func() error, error)) func(r *bench.Round) error {
+		return func(r *bench.Round) error {
 			ds := make([]time.Duration, 0, n)
 			for i := 0; i < n; i++ {
 				start := time.Now()
@@ -87,8 +88,8 @@ func BenchmarkLockAll(b *testing.B) {
 			}, nil
 		}
 	}
-	x.add("lock", timed(locks(e, names[:1])))
-	x.add("lockall-4", timed(lockAll(e, names)))
+	x.Add("lock", timed(locks(e, names[:1])))
+	x.Add("lockall-4", timed(lockAll(e, names)))
 	// The floor under the ratio: a bare script that sets 4 keys (SET NX PX,
 	// no fence, no queue) against one that sets 1, through the same pool.
 	// On a machine whose idle wake-ups are slow, a round trip's time moves
@@ -101,14 +102,14 @@ func BenchmarkLockAll(b *testing.B) {
 		s := redis.NewScript(n, "for i = 1, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'NX', 'PX', ARGV[2]) end return 1")
 		args := append(slices.Clone(keys), "token", benchLease.Milliseconds())
 		return func() (func() error, error) {
-			c, err := x.env.pool.GetContext(ctx)
+			c, err := x.env.Pool.GetContext(ctx)
 			if err != nil {
 				return nil, err
 			}
 			_, err = s.DoContext(ctx, c, args...)
 			c.Close()
 			return func() error {
-				c, err := x.env.pool.GetContext(ctx)
+				c, err := x.env.Pool.GetContext(ctx)
 				if err != nil {
 					return err
 				}
@@ -118,8 +119,8 @@ func BenchmarkLockAll(b *testing.B) {
 			}, err
 		}
 	}
-	x.add("bare-1", timed(bare(1)))
-	x.add("bare-4", timed(bare(4)))
+	x.Add("bare-1", timed(bare(1)))
+	x.Add("bare-4", timed(bare(4)))
 	// Where the time goes: the server's script time and the client's CPU
 	// of a whole cycle (taken and released: one script for LockAll's
 	// taking, one a name for its Unlock).
@@ -132,18 +133,18 @@ func BenchmarkLockAll(b *testing.B) {
 			return release()
 		}
 	}
-	x.addOps("lock-cycle", cycle(locks(e, names[:1])))
-	x.addOps("lockall-4-cycle", cycle(lockAll(e, names)))
+	x.AddOps("lock-cycle", cycle(locks(e, names[:1])))
+	x.AddOps("lockall-4-cycle", cycle(lockAll(e, names)))
 	seeds := testserver.ClusterSeeds()
 	switch {
 	case len(seeds) == 0:
-		x.skip("cluster-lockall-4", "REDIS_CLUSTER_ADDRS not set")
-		x.skip("cluster-4-locks", "REDIS_CLUSTER_ADDRS not set")
-		x.skip("cluster-4-locks-at-once", "REDIS_CLUSTER_ADDRS not set")
+		x.Skip("cluster-lockall-4", "REDIS_CLUSTER_ADDRS not set")
+		x.Skip("cluster-4-locks", "REDIS_CLUSTER_ADDRS not set")
+		x.Skip("cluster-4-locks-at-once", "REDIS_CLUSTER_ADDRS not set")
 	case benchMini:
-		x.skip("cluster-lockall-4", "the main job runs on miniredis")
-		x.skip("cluster-4-locks", "the main job runs on miniredis")
-		x.skip("cluster-4-locks-at-once", "the main job runs on miniredis")
+		x.Skip("cluster-lockall-4", "the main job runs on miniredis")
+		x.Skip("cluster-4-locks", "the main job runs on miniredis")
+		x.Skip("cluster-4-locks-at-once", "the main job runs on miniredis")
 	default:
 		rc := testcluster.Client(b, seeds)
 		owners, err := testcluster.SlotOwners(rc)
@@ -166,12 +167,12 @@ func BenchmarkLockAll(b *testing.B) {
 		}
 		ce := New(testcluster.Pool{Cluster: rc}, WithNamespace(testNamespace()))
 		defer closeAll(ce)()
-		x.add("cluster-lockall-4", timed(lockAll(ce, spread)))
-		x.add("cluster-4-locks", timed(locks(ce, spread)))
+		x.Add("cluster-lockall-4", timed(lockAll(ce, spread)))
+		x.Add("cluster-4-locks", timed(locks(ce, spread)))
 		// The floor of trying the nodes at once: 4 Lock calls in 4
 		// goroutines, no order kept (it could deadlock against another
 		// caller; LockAll cannot).
-		x.add("cluster-4-locks-at-once", timed(func() (func() error, error) {
+		x.Add("cluster-4-locks-at-once", timed(func() (func() error, error) {
 			ls := make([]*Lock, len(spread))
 			errs := make([]error, len(spread))
 			var wg sync.WaitGroup
@@ -195,5 +196,5 @@ func BenchmarkLockAll(b *testing.B) {
 			}, errors.Join(errs...)
 		}))
 	}
-	x.run()
+	x.Run()
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -24,18 +25,18 @@ import (
 
 func init() {
 	targets = append(targets,
-		target{"cart crowd, acquire p99: pool of 64 ÷ unlimited", [2]string{"BenchmarkWaitCartCrowd/pool-64", "p99-ms"}, [2]string{"BenchmarkWaitCartCrowd/unlimited", "p99-ms"}, "<=", 1.5},
-		target{"cart crowd, pool of 64: waits over 100 ms (%)", [2]string{"BenchmarkWaitCartCrowd/pool-64", "over100ms%"}, [2]string{}, "", 0},
-		target{"cart crowd, pool of 64: wake subscriptions per engine", [2]string{"BenchmarkWaitCartCrowd/pool-64", "max-subs/engine"}, [2]string{}, "<=", 1},
-		target{"100 names, one waiter each: release→return p99 ÷ PING p99", [2]string{"BenchmarkWaitManyNames/handoff", "p99-ms"}, [2]string{"BenchmarkWaitManyNames/ping", "p99-ms"}, "<=", 10},
-		target{"100 names: release→return p50 ÷ PING p50", [2]string{"BenchmarkWaitManyNames/handoff", "p50-ms"}, [2]string{"BenchmarkWaitManyNames/ping", "p50-ms"}, "", 0},
-		target{"100,000 idle names: bytes each, within the retention", [2]string{"BenchmarkNamesMemory/locks", "bytes/name"}, [2]string{}, "", 0},
-		target{"100,000 idle names: keys each, within the retention", [2]string{"BenchmarkNamesMemory/locks", "keys/name"}, [2]string{}, "<=", 1},
-		target{"100,000 idle names: keys left after the retention", [2]string{"BenchmarkNamesMemory/locks", "keys-after"}, [2]string{}, "<=", 0},
-		target{"cluster: publish messages the other nodes get per wake-up", [2]string{"BenchmarkWaitCluster/handoff", "msgs/wake"}, [2]string{}, "", 0},
-		target{"cluster: other nodes' CPU per wake-up (µs, all of them)", [2]string{"BenchmarkWaitCluster/handoff", "others-cpu-us/wake"}, [2]string{}, "", 0},
-		target{"cluster: owner's CPU per handoff (µs)", [2]string{"BenchmarkWaitCluster/handoff", "owner-cpu-us/wake"}, [2]string{}, "", 0},
-		target{"wake delivery p50: releaser pushes to an inbox ÷ script publishes", [2]string{"BenchmarkWakeShapes/inbox", "p50-ms"}, [2]string{"BenchmarkWakeShapes/publish", "p50-ms"}, "", 0},
+		bench.Row("cart crowd, acquire p99: pool of 64 ÷ unlimited", [2]string{"BenchmarkWaitCartCrowd/pool-64", "p99-ms"}, [2]string{"BenchmarkWaitCartCrowd/unlimited", "p99-ms"}, "<=", 1.5),
+		bench.Row("cart crowd, pool of 64: waits over 100 ms (%)", [2]string{"BenchmarkWaitCartCrowd/pool-64", "over100ms%"}, [2]string{}, "", 0),
+		bench.Row("cart crowd, pool of 64: wake subscriptions per engine", [2]string{"BenchmarkWaitCartCrowd/pool-64", "max-subs/engine"}, [2]string{}, "<=", 1),
+		bench.Row("100 names, one waiter each: release→return p99 ÷ PING p99", [2]string{"BenchmarkWaitManyNames/handoff", "p99-ms"}, [2]string{"BenchmarkWaitManyNames/ping", "p99-ms"}, "<=", 10),
+		bench.Row("100 names: release→return p50 ÷ PING p50", [2]string{"BenchmarkWaitManyNames/handoff", "p50-ms"}, [2]string{"BenchmarkWaitManyNames/ping", "p50-ms"}, "", 0),
+		bench.Row("100,000 idle names: bytes each, within the retention", [2]string{"BenchmarkNamesMemory/locks", "bytes/name"}, [2]string{}, "", 0),
+		bench.Row("100,000 idle names: keys each, within the retention", [2]string{"BenchmarkNamesMemory/locks", "keys/name"}, [2]string{}, "<=", 1),
+		bench.Row("100,000 idle names: keys left after the retention", [2]string{"BenchmarkNamesMemory/locks", "keys-after"}, [2]string{}, "<=", 0),
+		bench.Row("cluster: publish messages the other nodes get per wake-up", [2]string{"BenchmarkWaitCluster/handoff", "msgs/wake"}, [2]string{}, "", 0),
+		bench.Row("cluster: other nodes' CPU per wake-up (µs, all of them)", [2]string{"BenchmarkWaitCluster/handoff", "others-cpu-us/wake"}, [2]string{}, "", 0),
+		bench.Row("cluster: owner's CPU per handoff (µs)", [2]string{"BenchmarkWaitCluster/handoff", "owner-cpu-us/wake"}, [2]string{}, "", 0),
+		bench.Row("wake delivery p50: releaser pushes to an inbox ÷ script publishes", [2]string{"BenchmarkWakeShapes/inbox", "p50-ms"}, [2]string{"BenchmarkWakeShapes/publish", "p50-ms"}, "", 0),
 	)
 }
 
@@ -60,19 +61,18 @@ func cartJobs(round, names, dup int) []string {
 // subscriptions and connections each engine holds.
 func BenchmarkWaitCartCrowd(b *testing.B) {
 	x := newExperiment(b)
-	x.show = []string{"p50-ms", "p99-ms", "over100ms%", "max-subs/engine"}
+	x.Show = []string{"p50-ms", "p99-ms", "over100ms%", "max-subs/engine"}
 	for _, c := range []struct {
 		name      string
 		maxActive int
 	}{{"pool-64", 64}, {"unlimited", 1000}} {
-		x.add(c.name, func(r *round) error { return cartRound(r, c.maxActive) })
+		x.Add(c.name, func(r *bench.Round) error { return cartRound(r, x.env, c.maxActive) })
 	}
-	x.run()
+	x.Run()
 }
 
-func cartRound(r *round, maxActive int) error {
+func cartRound(r *bench.Round, env *benchEnv, maxActive int) error {
 	const engines, workers, carts, dup, work = 2, 50, 200, 5, 5 * time.Millisecond
-	env := r.x.env
 	var es []*Engine
 	var pools []*redis.Pool
 	for i := 0; i < engines; i++ {
@@ -89,7 +89,7 @@ func cartRound(r *round, maxActive int) error {
 	}()
 	jobs := make(chan string)
 	go func() {
-		for _, j := range cartJobs(r.i, carts, dup) {
+		for _, j := range cartJobs(r.Index, carts, dup) {
 			jobs <- j
 		}
 		close(jobs)
@@ -110,7 +110,7 @@ func cartRound(r *round, maxActive int) error {
 			case <-time.After(5 * time.Millisecond):
 			}
 			for i, e := range es {
-				v, err := redis.Values(env.admin.Do("PUBSUB", "NUMSUB", e.wake.channel))
+				v, err := redis.Values(env.Admin.Do("PUBSUB", "NUMSUB", e.wake.channel))
 				if n, _ := redis.Int64(v[1], err); n > maxSubs.Load() {
 					maxSubs.Store(n)
 				}
@@ -155,12 +155,12 @@ func cartRound(r *round, maxActive int) error {
 			over++
 		}
 	}
-	r.did(len(waits))
-	r.add("p50-ms", percentile(waits, 0.5))
-	r.add("p99-ms", percentile(waits, 0.99))
-	r.add("over100ms%", 100*float64(over)/float64(len(waits)))
-	r.add("max-subs/engine", float64(maxSubs.Load()))
-	r.add("max-conns/engine", float64(maxConns.Load()))
+	r.Did(len(waits))
+	r.Add("p50-ms", percentile(waits, 0.5))
+	r.Add("p99-ms", percentile(waits, 0.99))
+	r.Add("over100ms%", 100*float64(over)/float64(len(waits)))
+	r.Add("max-subs/engine", float64(maxSubs.Load()))
+	r.Add("max-conns/engine", float64(maxConns.Load()))
 	return nil
 }
 
@@ -174,13 +174,13 @@ func BenchmarkWaitManyNames(b *testing.B) {
 	pool := &redis.Pool{MaxActive: 16, MaxIdle: 16, Wait: true, IdleTimeout: time.Minute,
 		Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }}
 	defer pool.Close()
-	x.add("handoff", func(r *round) error {
+	x.Add("handoff", func(r *bench.Round) error {
 		w := New(pool, WithNamespace(env.ns))
 		holders := env.engine()
 		defer closeAll(w, holders)()
 		var held []*Lock
 		for i := 0; i < names; i++ {
-			l, err := holders.TryLock(ctx, fmt.Sprintf("many:%d:%d", r.i, i), LockOptions{TTL: benchLease})
+			l, err := holders.TryLock(ctx, fmt.Sprintf("many:%d:%d", r.Index, i), LockOptions{TTL: benchLease})
 			if err != nil {
 				return err
 			}
@@ -195,18 +195,18 @@ func BenchmarkWaitManyNames(b *testing.B) {
 		for i := range chs {
 			chs[i] = make(chan got, 1)
 			go func(i int) {
-				l, err := w.Lock(ctx, fmt.Sprintf("many:%d:%d", r.i, i), LockOptions{TTL: benchLease, Wait: benchWait})
+				l, err := w.Lock(ctx, fmt.Sprintf("many:%d:%d", r.Index, i), LockOptions{TTL: benchLease, Wait: benchWait})
 				chs[i] <- got{l, time.Now(), err}
 			}(i)
 		}
 		if err := env.until(func() (bool, error) {
-			v, err := redis.Values(env.admin.Do("PUBSUB", "NUMSUB", w.wake.channel))
+			v, err := redis.Values(env.Admin.Do("PUBSUB", "NUMSUB", w.wake.channel))
 			n, _ := redis.Int(v[1], err)
 			if n != 1 || err != nil {
 				return false, err
 			}
 			for i := 0; i < names; i++ {
-				q, err := redis.Int(env.admin.Do("ZCARD", env.ns+fmt.Sprintf("lock:{many:%d:%d}:queue", r.i, i)))
+				q, err := redis.Int(env.Admin.Do("ZCARD", env.ns+fmt.Sprintf("lock:{many:%d:%d}:queue", r.Index, i)))
 				if q != 1 || err != nil {
 					return false, err
 				}
@@ -234,8 +234,8 @@ func BenchmarkWaitManyNames(b *testing.B) {
 		addLatencies(r, lags)
 		return nil
 	})
-	x.add("ping", func(r *round) error { return pingRound(r, pool, names) })
-	x.run()
+	x.Add("ping", func(r *bench.Round) error { return pingRound(r, pool, names) })
+	x.Run()
 }
 
 // BenchmarkNamesMemory: 100,000 lock names each taken and released once,
@@ -244,21 +244,21 @@ func BenchmarkWaitManyNames(b *testing.B) {
 // (miniredis has no memory accounting).
 func BenchmarkNamesMemory(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = 1
+	x.Rounds = 1
 	if benchMini {
-		x.skip("locks", "miniredis has no memory accounting: runs on redis-server")
-		x.run()
+		x.Skip("locks", "miniredis has no memory accounting: runs on redis-server")
+		x.Run()
 		return
 	}
 	const names, retention = 100_000, 20 * time.Second
 	env := x.env
-	x.add("locks", func(r *round) error {
-		e := New(env.pool, WithNamespace(env.ns), WithFenceRetention(retention))
+	x.Add("locks", func(r *bench.Round) error {
+		e := New(env.Pool, WithNamespace(env.ns), WithFenceRetention(retention))
 		defer closeAll(e)()
 		keys := func() (int, error) {
 			n := 0
 			for cursor := "0"; ; {
-				v, err := redis.Values(env.admin.Do("SCAN", cursor, "MATCH", env.ns+"lock:*", "COUNT", 10000))
+				v, err := redis.Values(env.Admin.Do("SCAN", cursor, "MATCH", env.ns+"lock:*", "COUNT", 10000))
 				if err != nil {
 					return 0, err
 				}
@@ -271,7 +271,7 @@ func BenchmarkNamesMemory(b *testing.B) {
 			}
 		}
 		used := func() (int64, error) {
-			info, err := redis.String(env.admin.Do("INFO", "memory"))
+			info, err := redis.String(env.Admin.Do("INFO", "memory"))
 			return infoInt(info, "used_memory"), err
 		}
 		before, err := used()
@@ -304,7 +304,7 @@ func BenchmarkNamesMemory(b *testing.B) {
 			return err
 		}
 		if took := time.Since(start); took > retention/2 {
-			return notMeasurable("taking %d names took %v, half the retention: counters would expire before they are counted", names, took)
+			return bench.NotMeasurable("taking %d names took %v, half the retention: counters would expire before they are counted", names, took)
 		}
 		during, err := keys()
 		if err != nil {
@@ -319,13 +319,13 @@ func BenchmarkNamesMemory(b *testing.B) {
 		if err != nil {
 			return err
 		}
-		r.did(names)
-		r.add("keys/name", float64(during)/names)
-		r.add("bytes/name", float64(after-before)/names)
-		r.add("keys-after", float64(left))
+		r.Did(names)
+		r.Add("keys/name", float64(during)/names)
+		r.Add("bytes/name", float64(after-before)/names)
+		r.Add("keys-after", float64(left))
 		return nil
 	})
-	x.run()
+	x.Run()
 }
 
 func infoInt(info, field string) int64 {
@@ -347,18 +347,18 @@ func BenchmarkWaitCluster(b *testing.B) {
 		b.Skip(msg)
 	}
 	x := newExperiment(b)
-	x.rounds = 1
+	x.Rounds = 1
 	s := testcluster.New(b, seeds)
 	nodes, err := clusterNodes(testcluster.Of(s))
 	if err != nil {
 		b.Fatal(err)
 	}
-	x.add("handoff", func(r *round) error {
+	x.Add("handoff", func(r *bench.Round) error {
 		e := engine(s)
 		defer closeAll(e)()
 		ctx := context.Background()
 		const handoffs = 1000
-		name := "cluster-hot-" + strconv.Itoa(r.i)
+		name := "cluster-hot-" + strconv.Itoa(r.Index)
 		owner := ""
 		if owners, err := testcluster.SlotOwners(testcluster.Of(s)); err == nil {
 			owner = owners[keySlot(s.NS+"lock:{"+name+"}")]
@@ -425,14 +425,14 @@ func BenchmarkWaitCluster(b *testing.B) {
 			others += d[1]
 		}
 		wakes := float64(done.Load())
-		r.did(int(wakes))
-		r.add("msgs/wake", msgs/wakes)
-		r.add("others-cpu-us/wake", others*1e6/wakes)
-		r.add("owner-cpu-us/wake", own*1e6/wakes)
+		r.Did(int(wakes))
+		r.Add("msgs/wake", msgs/wakes)
+		r.Add("others-cpu-us/wake", others*1e6/wakes)
+		r.Add("owner-cpu-us/wake", own*1e6/wakes)
 		fmt.Printf("%s: %d nodes; the lock's owner %s\n", b.Name(), len(nodes), owner)
 		return nil
 	})
-	x.run()
+	x.Run()
 }
 
 func infoFloat(info, field string) float64 {
@@ -472,12 +472,12 @@ func clusterNodes(c interface {
 // each release a stand-in script of the same size.
 func BenchmarkWakeShapes(b *testing.B) {
 	x := newExperiment(b)
-	x.budget = budget{n: 300}
+	x.Budget = bench.Budget{N: 300}
 	env := x.env
 	release := redis.NewScript(1, `redis.pcall('PUBLISH', KEYS[1], ARGV[1]) return 1`)
 	noPublish := redis.NewScript(1, `return 1`)
 	dial := func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }
-	x.add("publish", func(r *round) error {
+	x.Add("publish", func(r *bench.Round) error {
 		sub, err := dial()
 		if err != nil {
 			return err
@@ -493,7 +493,7 @@ func BenchmarkWakeShapes(b *testing.B) {
 		}
 		defer c.Close()
 		var lags []time.Duration
-		for i := 0; i < r.budget.n; i++ {
+		for i := 0; i < r.Budget.N; i++ {
 			got := make(chan error, 1)
 			go func() { _, err := sub.Receive(); got <- err }()
 			t0 := time.Now()
@@ -508,7 +508,7 @@ func BenchmarkWakeShapes(b *testing.B) {
 		addLatencies(r, lags)
 		return nil
 	})
-	x.add("inbox", func(r *round) error {
+	x.Add("inbox", func(r *bench.Round) error {
 		pop, err := dial()
 		if err != nil {
 			return err
@@ -521,7 +521,7 @@ func BenchmarkWakeShapes(b *testing.B) {
 		defer c.Close()
 		inbox := env.ns + "inbox-shape"
 		var lags []time.Duration
-		for i := 0; i < r.budget.n; i++ {
+		for i := 0; i < r.Budget.N; i++ {
 			got := make(chan error, 1)
 			go func() { _, err := pop.Do("BLPOP", inbox, 1); got <- err }()
 			time.Sleep(100 * time.Microsecond) // the pop is waiting, as a listener would be
@@ -540,5 +540,5 @@ func BenchmarkWakeShapes(b *testing.B) {
 		addLatencies(r, lags)
 		return nil
 	})
-	x.run()
+	x.Run()
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -21,13 +22,13 @@ import (
 func init() {
 	b := func(side, unit string) [2]string { return [2]string{"BenchmarkRenew/" + side, unit} }
 	targets = append(targets,
-		target{"10k watchdog locks: goroutines the engine adds", b("batched", "goroutines"), [2]string{}, "<=", 10},
-		target{"10k watchdog locks: goroutines, one watchdog each (before v4)", b("per-holding", "goroutines"), [2]string{}, "", 0},
-		target{"10k watchdog locks: round trips per renewal period, % of holdings", b("batched", "rt/period%"), [2]string{}, "<=", 1},
-		target{"10k watchdog locks: server CPU per extension, batched ÷ one call each", b("batched", "cpu-us/ext"), b("per-holding", "cpu-us/ext"), "<=", 0.5},
-		target{"10k watchdog locks: script time per extension, batched ÷ one call each", b("batched", "srv-us/ext"), b("per-holding", "srv-us/ext"), "<=", 0.5},
-		target{"10k watchdog locks: server time per batch script (µs)", b("batched", "us/script"), [2]string{}, "<=", 1000},
-		target{"10k watchdog locks, 3+3 cluster: round trips per period per 1,000 holdings per node", b("cluster", "rt/period/1k/node"), [2]string{}, "<=", 3},
+		bench.Row("10k watchdog locks: goroutines the engine adds", b("batched", "goroutines"), [2]string{}, "<=", 10),
+		bench.Row("10k watchdog locks: goroutines, one watchdog each (before v4)", b("per-holding", "goroutines"), [2]string{}, "", 0),
+		bench.Row("10k watchdog locks: round trips per renewal period, % of holdings", b("batched", "rt/period%"), [2]string{}, "<=", 1),
+		bench.Row("10k watchdog locks: server CPU per extension, batched ÷ one call each", b("batched", "cpu-us/ext"), b("per-holding", "cpu-us/ext"), "<=", 0.5),
+		bench.Row("10k watchdog locks: script time per extension, batched ÷ one call each", b("batched", "srv-us/ext"), b("per-holding", "srv-us/ext"), "<=", 0.5),
+		bench.Row("10k watchdog locks: server time per batch script (µs)", b("batched", "us/script"), [2]string{}, "<=", 1000),
+		bench.Row("10k watchdog locks, 3+3 cluster: round trips per period per 1,000 holdings per node", b("cluster", "rt/period/1k/node"), [2]string{}, "<=", 3),
 	)
 }
 
@@ -52,16 +53,16 @@ func BenchmarkRenew(b *testing.B) {
 	if benchMini {
 		n = 1000
 	}
-	pool := &countingPool{Pool: x.env.pool}
+	pool := &countingPool{Pool: x.env.Pool}
 	pool.MaxIdle = 1024 // the per-holding side has up to thousands of extensions in flight
-	x.add("batched", func(r *round) error {
-		return renewRound(r, New(pool, WithNamespace(x.env.ns)), pool.gets.Load, x.env.read, n, 1, true)
+	x.Add("batched", func(r *bench.Round) error {
+		return renewRound(r, New(pool, WithNamespace(x.env.ns)), pool.gets.Load, x.env.Read, n, 1, true)
 	})
-	x.add("per-holding", func(r *round) error {
-		return renewRound(r, New(pool, WithNamespace(x.env.ns)), pool.gets.Load, x.env.read, n, 1, false)
+	x.Add("per-holding", func(r *bench.Round) error {
+		return renewRound(r, New(pool, WithNamespace(x.env.ns)), pool.gets.Load, x.env.Read, n, 1, false)
 	})
 	if seeds := testserver.ClusterSeeds(); len(seeds) == 0 || benchMini {
-		x.skip("cluster", "REDIS_CLUSTER_ADDRS not set, or miniredis")
+		x.Skip("cluster", "REDIS_CLUSTER_ADDRS not set, or miniredis")
 	} else {
 		cp := &countingCluster{Pool: testcluster.Pool{Cluster: testcluster.Client(b, seeds)}}
 		primaries, err := testcluster.Primaries(cp.Pool.Cluster)
@@ -89,12 +90,12 @@ func BenchmarkRenew(b *testing.B) {
 				}
 			}
 		})
-		x.add("cluster", func(r *round) error {
+		x.Add("cluster", func(r *bench.Round) error {
 			return renewRound(r, New(cp, WithNamespace(ns)), cp.gets.Load, nil, n, len(primaries), true)
 		})
 	}
-	x.rounds = 3
-	x.run()
+	x.Rounds = 3
+	x.Run()
 }
 
 // countingCluster counts the connections a cluster pool hands out.
@@ -112,7 +113,7 @@ func (p *countingCluster) GetContext(ctx context.Context) (redis.Conn, error) {
 // with a goroutine extending it as the old watchdog did), waits two
 // renewal periods, measures two, and releases them. read, if not nil,
 // reads the server's counts; gets counts round trips; nodes divides them.
-func renewRound(r *round, e *Engine, gets func() int64, read func() (serverCounts, error), n, nodes int, batched bool) error {
+func renewRound(r *bench.Round, e *Engine, gets func() int64, read func() (bench.ServerCounts, error), n, nodes int, batched bool) error {
 	ctx := context.Background()
 	defer e.Close(ctx)
 	before := runtime.NumGoroutine()
@@ -159,7 +160,7 @@ func renewRound(r *round, e *Engine, gets func() int64, read func() (serverCount
 	time.Sleep(2 * renewTTL / 3) // the first renewals, which merge batches
 	added := runtime.NumGoroutine() - before
 	const periods = 2
-	var s1, s2 serverCounts
+	var s1, s2 bench.ServerCounts
 	var err error
 	if read != nil {
 		if s1, err = read(); err != nil {
@@ -197,23 +198,23 @@ func renewRound(r *round, e *Engine, gets func() int64, read func() (serverCount
 	}
 	// The old watchdog's extensions that found their lock gone: it ran out
 	// before a late one (on a machine too busy for n goroutines).
-	r.add("late-ext", float64(failed.Load()))
-	r.did(n)
-	r.add("goroutines", float64(added))
+	r.Add("late-ext", float64(failed.Load()))
+	r.Did(n)
+	r.Add("goroutines", float64(added))
 	rts := float64(g2 - g1)
-	r.add("rt/period%", 100*rts/periods/float64(n))
-	r.add("rt/period/1k/node", rts/periods/float64(nodes)/(float64(n)/float64(nodes)/1000))
+	r.Add("rt/period%", 100*rts/periods/float64(n))
+	r.Add("rt/period/1k/node", rts/periods/float64(nodes)/(float64(n)/float64(nodes)/1000))
 	if read != nil && !benchMini {
-		exts := s2.calls["set"] - s1.calls["set"]
+		exts := s2.Calls["set"] - s1.Calls["set"]
 		if exts == 0 {
-			return notMeasurable("no extension in the measured periods")
+			return bench.NotMeasurable("no extension in the measured periods")
 		}
-		script := s2.usec["evalsha"] - s1.usec["evalsha"]
-		r.add("exts/period", exts/periods)
-		r.add("srv-us/ext", script/exts)
-		r.add("cpu-us/ext", (s2.cpu-s1.cpu)*1e6/exts)
-		if calls := s2.calls["evalsha"] - s1.calls["evalsha"]; calls > 0 {
-			r.add("us/script", script/calls)
+		script := s2.Usec["evalsha"] - s1.Usec["evalsha"]
+		r.Add("exts/period", exts/periods)
+		r.Add("srv-us/ext", script/exts)
+		r.Add("cpu-us/ext", (s2.CPU-s1.CPU)*1e6/exts)
+		if calls := s2.Calls["evalsha"] - s1.Calls["evalsha"]; calls > 0 {
+			r.Add("us/script", script/calls)
 		}
 	}
 	return nil

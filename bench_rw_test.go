@@ -1,7 +1,7 @@
 package atomicredis
 
 // Benchmarks of the read-write lock against the plain exclusive Lock, as
-// experiments (verdict_test.go): interleaved rounds, so that both meet the
+// experiments (internal/bench): interleaved rounds, so that both meet the
 // same machine and server state.
 // Run: go test -run '^$' -bench RW
 
@@ -10,14 +10,16 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/atomicredis/atomicredis/internal/bench"
 )
 
 // The read-write lock's rows in the verdict table: reported, not judged.
 func init() {
 	targets = append(targets,
-		target{"read-mostly, 16 clients: rw ops/s ÷ lock", [2]string{"BenchmarkRWReadMostly/rw", "ops/s"}, [2]string{"BenchmarkRWReadMostly/lock", "ops/s"}, "", 0},
-		target{"uncontended cycle: rlock time ÷ lock", [2]string{"BenchmarkRWUncontended/rlock", "ns/op"}, [2]string{"BenchmarkRWUncontended/lock", "ns/op"}, "", 0},
-		target{"uncontended cycle: wlock time ÷ lock", [2]string{"BenchmarkRWUncontended/wlock", "ns/op"}, [2]string{"BenchmarkRWUncontended/lock", "ns/op"}, "", 0},
+		bench.Row("read-mostly, 16 clients: rw ops/s ÷ lock", [2]string{"BenchmarkRWReadMostly/rw", "ops/s"}, [2]string{"BenchmarkRWReadMostly/lock", "ops/s"}, "", 0),
+		bench.Row("uncontended cycle: rlock time ÷ lock", [2]string{"BenchmarkRWUncontended/rlock", "ns/op"}, [2]string{"BenchmarkRWUncontended/lock", "ns/op"}, "", 0),
+		bench.Row("uncontended cycle: wlock time ÷ lock", [2]string{"BenchmarkRWUncontended/wlock", "ns/op"}, [2]string{"BenchmarkRWUncontended/lock", "ns/op"}, "", 0),
 	)
 }
 
@@ -29,18 +31,18 @@ func init() {
 func BenchmarkRWReadMostly(b *testing.B) {
 	const clients, work = 16, time.Millisecond
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
-	x.show = []string{"ns/op", "ops/s", "cpu-us/op"}
+	x.Rounds = max(x.Rounds, opRounds())
+	x.Show = []string{"ns/op", "ops/s", "cpu-us/op"}
 	e, ctx := x.env.engine(), context.Background()
 	o := LockOptions{TTL: 10 * time.Second, Wait: time.Minute}
 	variant := func(name string, take func(write bool) (*Lock, error)) {
-		x.add(name, func(r *round) error {
+		x.Add(name, func(r *bench.Round) error {
 			var i atomic.Int64
-			u, ops, err := r.timed(func(bu budget) (int, error) {
-				if bu.n > 0 {
-					bu.n = max(bu.n, 4*clients)
+			u, ops, err := r.Timed(func(bu bench.Budget) (int, error) {
+				if bu.N > 0 {
+					bu.N = max(bu.N, 4*clients)
 				}
-				return parallel(bu, clients, func(int) error {
+				return bench.Parallel(bu, clients, func(int) error {
 					l, err := take(i.Add(1)%10 == 0)
 					if err != nil {
 						return err
@@ -50,7 +52,7 @@ func BenchmarkRWReadMostly(b *testing.B) {
 				})
 			})
 			if err == nil {
-				r.add("ops/s", float64(ops)/u.wall.Seconds())
+				r.Add("ops/s", float64(ops)/u.Wall.Seconds())
 			}
 			return err
 		})
@@ -62,14 +64,14 @@ func BenchmarkRWReadMostly(b *testing.B) {
 		return e.RLock(ctx, "rm", o)
 	})
 	variant("lock", func(bool) (*Lock, error) { return e.Lock(ctx, "rm", o) })
-	x.run()
+	x.Run()
 }
 
 // BenchmarkRWUncontended: one goroutine, RLock+Unlock and WLock+Unlock
 // cycles against Lock+Unlock.
 func BenchmarkRWUncontended(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds())
 	e, ctx := x.env.engine(), context.Background()
 	cycle := func(take func(context.Context, string, LockOptions) (*Lock, error)) func(int) error {
 		return func(int) error {
@@ -80,8 +82,8 @@ func BenchmarkRWUncontended(b *testing.B) {
 			return l.Unlock(ctx)
 		}
 	}
-	x.addOps("lock", cycle(e.Lock))
-	x.addOps("rlock", cycle(e.RLock))
-	x.addOps("wlock", cycle(e.WLock))
-	x.run()
+	x.AddOps("lock", cycle(e.Lock))
+	x.AddOps("rlock", cycle(e.RLock))
+	x.AddOps("wlock", cycle(e.WLock))
+	x.Run()
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/gomodule/redigo/redis"
 )
 
@@ -60,7 +61,7 @@ func (p *countingPool) GetContext(ctx context.Context) (redis.Conn, error) {
 // trips (SET NX PX, DEL).
 func BenchmarkLock(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds())
 	e, ctx := x.env.engine(), context.Background()
 	cycle := func(e *Engine) func(int) error {
 		return func(int) error {
@@ -71,15 +72,15 @@ func BenchmarkLock(b *testing.B) {
 			return l.Unlock(ctx)
 		}
 	}
-	x.add("lua", func(r *round) error { return measureAllocs(r, cycle(e)) })
+	x.Add("lua", func(r *bench.Round) error { return measureAllocs(r, cycle(e)) })
 	// The same with an observer that does nothing: what events cost.
-	observed := New(x.env.pool, WithNamespace(x.env.ns+"obs:"), WithObserver(func(Event) {}))
-	x.add("lua+observer", func(r *round) error { return measureAllocs(r, cycle(observed)) })
+	observed := New(x.env.Pool, WithNamespace(x.env.ns+"obs:"), WithObserver(func(Event) {}))
+	x.Add("lua+observer", func(r *bench.Round) error { return measureAllocs(r, cycle(observed)) })
 	// v1's two scripts (testdata), on a key of their own: the server time
 	// of a cycle before queues and fences that expire.
 	v1Keys := []any{x.env.ns + "v1:{bench}", x.env.ns + "v1:{bench}:fence"}
-	x.addOps("v1", func(i int) error {
-		c := x.env.pool.Get()
+	x.AddOps("v1", func(i int) error {
+		c := x.env.Pool.Get()
 		defer c.Close()
 		token := "v1-" + strconv.Itoa(i)
 		v, err := redis.Int64s(v1LockAcquire.Do(c, v1Keys[0], v1Keys[1], x.env.ns+"v1:{bench}:void:"+token, token, 10000))
@@ -90,8 +91,8 @@ func BenchmarkLock(b *testing.B) {
 		return err
 	})
 	var retries atomic.Int64
-	x.addOps("watch", func(int) error {
-		c := x.env.pool.Get()
+	x.AddOps("watch", func(int) error {
+		c := x.env.Pool.Get()
 		defer c.Close()
 		id, err := bookAcquireLockWithTimeout(c, x.env.ns+"lock:bench", time.Second, 10*time.Second, &retries)
 		if err != nil || id == "" {
@@ -103,8 +104,8 @@ func BenchmarkLock(b *testing.B) {
 		return nil
 	})
 	key := x.env.ns + "rt"
-	x.addOps("round-trip", func(int) error {
-		c := x.env.pool.Get()
+	x.AddOps("round-trip", func(int) error {
+		c := x.env.Pool.Get()
 		defer c.Close()
 		if _, err := c.Do("SET", key, "x", "NX", "PX", 10000); err != nil {
 			return err
@@ -112,7 +113,7 @@ func BenchmarkLock(b *testing.B) {
 		_, err := c.Do("DEL", key)
 		return err
 	})
-	x.run()
+	x.Run()
 }
 
 // v1's lock scripts, the baseline of the uncontended cycle's server time.
@@ -121,38 +122,31 @@ var (
 	v1LockRelease = redis.NewScript(1, mustRead("testdata/v1_lock_release.lua"))
 )
 
-// measureAllocs is round.measure that also records the allocations (Go's
+// measureAllocs is Round.Measure that also records the allocations (Go's
 // heap objects, in the whole process) per operation while op runs, not
 // while the round reads the server's figures before and after (INFO
 // commandstats: its allocations, spread over the 60 operations of a round
 // at CI's -benchtime 300x, added 3 to 4 a cycle, more as the server had
 // seen more scripts). On miniredis the server's own allocations are in the
 // count: it reports none there.
-func measureAllocs(r *round, op func(int) error) error {
+func measureAllocs(r *bench.Round, op func(int) error) error {
 	var m0, m1 runtime.MemStats
-	_, ops, err := r.timed(func(bu budget) (int, error) {
+	_, ops, err := r.Timed(func(bu bench.Budget) (int, error) {
 		runtime.ReadMemStats(&m0)
 		defer runtime.ReadMemStats(&m1)
-		start := time.Now()
-		i := 0
-		for ; bu.more(i, start); i++ {
-			if err := op(i); err != nil {
-				return i, err
-			}
-		}
-		return i, nil
+		return bu.Ops(op)
 	})
 	if err == nil && ops > 0 && !benchMini {
-		r.add("allocs/op", float64(m1.Mallocs-m0.Mallocs)/float64(ops))
+		r.Add("allocs/op", float64(m1.Mallocs-m0.Mallocs)/float64(ops))
 	}
 	return err
 }
 
 func init() {
 	targets = append(targets,
-		target{"lock cycle: observer (doing nothing) time ÷ none", [2]string{"BenchmarkLock/lua+observer", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, "<=", 1.05},
-		target{"lock cycle: server µs ÷ v1's scripts", [2]string{"BenchmarkLock/lua", "srv-us/op"}, [2]string{"BenchmarkLock/v1", "srv-us/op"}, "<=", 1.0},
-		target{"lock cycle: allocations", [2]string{"BenchmarkLock/lua", "allocs/op"}, [2]string{}, "<=", 20},
+		bench.Row("lock cycle: observer (doing nothing) time ÷ none", [2]string{"BenchmarkLock/lua+observer", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, "<=", 1.05),
+		bench.Row("lock cycle: server µs ÷ v1's scripts", [2]string{"BenchmarkLock/lua", "srv-us/op"}, [2]string{"BenchmarkLock/v1", "srv-us/op"}, "<=", 1.0),
+		bench.Row("lock cycle: allocations", [2]string{"BenchmarkLock/lua", "allocs/op"}, [2]string{}, "<=", 20),
 	)
 }
 
@@ -170,10 +164,10 @@ func opRounds() int {
 func BenchmarkLockContended(b *testing.B) {
 	const clients = 16
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
-	x.show = []string{"ns/op", "acq/s", "tries/acq", "cpu-us/op"}
+	x.Rounds = max(x.Rounds, opRounds())
+	x.Show = []string{"ns/op", "acq/s", "tries/acq", "cpu-us/op"}
 	e, ctx := x.env.engine(), context.Background()
-	x.add("lua", func(r *round) error {
+	x.Add("lua", func(r *bench.Round) error {
 		return contended(r, clients, func(int) error {
 			l, err := e.Lock(ctx, "bench", LockOptions{Wait: time.Minute})
 			if err != nil {
@@ -182,10 +176,10 @@ func BenchmarkLockContended(b *testing.B) {
 			return l.Unlock(ctx)
 		}, nil)
 	})
-	x.add("watch", func(r *round) error {
+	x.Add("watch", func(r *bench.Round) error {
 		var retries atomic.Int64
 		return contended(r, clients, func(int) error {
-			c := x.env.pool.Get()
+			c := x.env.Pool.Get()
 			defer c.Close()
 			id, err := bookAcquireLockWithTimeout(c, x.env.ns+"lock:bench", time.Minute, 10*time.Second, &retries)
 			if err != nil {
@@ -195,23 +189,23 @@ func BenchmarkLockContended(b *testing.B) {
 			return err
 		}, &retries)
 	})
-	x.run()
+	x.Run()
 }
 
-// contended runs a round of clients goroutines doing op (parallel) and
+// contended runs a round of clients goroutines doing op (bench.Parallel) and
 // records acq/s and, when failed counts the failed tries, tries/acq.
-func contended(r *round, clients int, op func(client int) error, failed *atomic.Int64) error {
+func contended(r *bench.Round, clients int, op func(client int) error, failed *atomic.Int64) error {
 	var f0 int64
 	if failed != nil {
 		f0 = failed.Load()
 	}
-	u, ops, err := r.timed(func(bu budget) (int, error) { return parallel(bu, clients, op) })
+	u, ops, err := r.Timed(func(bu bench.Budget) (int, error) { return bench.Parallel(bu, clients, op) })
 	if err != nil {
 		return err
 	}
-	r.add("acq/s", float64(ops)/u.wall.Seconds())
+	r.Add("acq/s", float64(ops)/u.Wall.Seconds())
 	if failed != nil {
-		r.add("tries/acq", float64(int64(ops)+failed.Load()-f0)/float64(ops))
+		r.Add("tries/acq", float64(int64(ops)+failed.Load()-f0)/float64(ops))
 	}
 	return nil
 }
@@ -224,12 +218,12 @@ func BenchmarkSemaphore(b *testing.B) {
 	const limit = 5
 	for _, clients := range []int{1, 16} {
 		x := newExperiment(b)
-		x.rounds = max(x.rounds, opRounds())
-		x.show = []string{"ns/op", "acq/s", "tries/acq"}
+		x.Rounds = max(x.Rounds, opRounds())
+		x.Show = []string{"ns/op", "acq/s", "tries/acq"}
 		e, ctx := x.env.engine(), context.Background()
 		suffix := fmt.Sprintf("/clients=%d", clients)
 		variant := func(name string, try func() (release func() error, err error)) {
-			x.add(name+suffix, func(r *round) error {
+			x.Add(name+suffix, func(r *bench.Round) error {
 				var refused atomic.Int64
 				return contended(r, clients, func(int) error {
 					release, err := try()
@@ -238,7 +232,7 @@ func BenchmarkSemaphore(b *testing.B) {
 					}
 					if release == nil {
 						refused.Add(1)
-						return errRetry
+						return bench.ErrRetry
 					}
 					return release()
 				}, &refused)
@@ -257,7 +251,7 @@ func BenchmarkSemaphore(b *testing.B) {
 		key := x.env.ns + "semaphore:bench"
 		book := func(acquire func(c redis.Conn) (string, error)) func() (func() error, error) {
 			return func() (func() error, error) {
-				c := x.env.pool.Get()
+				c := x.env.Pool.Get()
 				id, err := acquire(c)
 				if err != nil || id == "" {
 					c.Close()
@@ -277,7 +271,7 @@ func BenchmarkSemaphore(b *testing.B) {
 		variant("book-fair-locked", book(func(c redis.Conn) (string, error) {
 			return bookAcquireSemaphoreWithLock(c, key, limit, 10*time.Second, &lockRetries)
 		}))
-		x.run()
+		x.Run()
 	}
 }
 
@@ -331,9 +325,9 @@ func suggestFixture(pool Pool, n int) (suggestSet, error) {
 // in one experiment.
 func BenchmarkSuggest(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
-	x.show = []string{"ns/op", "srv-us/op", "cpu-us/op"}
-	pool := x.env.pool
+	x.Rounds = max(x.Rounds, opRounds())
+	x.Show = []string{"ns/op", "srv-us/op", "cpu-us/op"}
+	pool := x.env.Pool
 	variants := []struct {
 		name string
 		run  func(s suggestSet, prefix string, retries *atomic.Int64) ([]string, error)
@@ -361,15 +355,15 @@ func BenchmarkSuggest(b *testing.B) {
 				}
 				switch {
 				case benchMini && size > 1000:
-					x.skip(name, "miniredis sorts a sorted set on every rank lookup (O(N)): 100k members run on redis-server")
+					x.Skip(name, "miniredis sorts a sorted set on every rank lookup (O(N)): 100k members run on redis-server")
 					continue
 				case benchMini && writers > 0 && v.name == "watch":
 					// A WATCH that misses the writer's ZREMs lets the
 					// book's code read ranks that moved: wrong answers.
-					x.skip(name, "miniredis's ZREM does not fire a WATCH (v2.40), so the book's code races the writer")
+					x.Skip(name, "miniredis's ZREM does not fire a WATCH (v2.40), so the book's code races the writer")
 					continue
 				}
-				x.add(name, func(r *round) error {
+				x.Add(name, func(r *bench.Round) error {
 					s, err := suggestFixture(pool, size)
 					if err != nil {
 						return err
@@ -377,10 +371,10 @@ func BenchmarkSuggest(b *testing.B) {
 					var retries atomic.Int64
 					stop := startWriters(pool, s, writers)
 					defer stop()
-					rnd := rand.New(rand.NewPCG(3, uint64(r.i)))
-					_, ops, err := r.timed(func(bu budget) (int, error) {
+					rnd := rand.New(rand.NewPCG(3, uint64(r.Index)))
+					_, ops, err := r.Timed(func(bu bench.Budget) (int, error) {
 						start, i := time.Now(), 0
-						for ; bu.more(i, start); i++ {
+						for ; bu.More(i, start); i++ {
 							m := s.members[rnd.IntN(len(s.members))]
 							got, err := v.run(s, m[:2], &retries)
 							if err != nil {
@@ -395,13 +389,13 @@ func BenchmarkSuggest(b *testing.B) {
 					if err != nil {
 						return err
 					}
-					r.add("retries/op", float64(retries.Load())/float64(ops))
+					r.Add("retries/op", float64(retries.Load())/float64(ops))
 					return nil
 				})
 			}
 		}
 	}
-	x.run()
+	x.Run()
 }
 
 // successor is the smallest string greater than every string starting
@@ -591,30 +585,30 @@ func runMarket(pool *redis.Pool, ns string, v marketVariant, cfg marketConfig, t
 func BenchmarkMarket(b *testing.B) {
 	for _, cfg := range marketConfigs {
 		x := newExperiment(b)
-		x.show = []string{"ns/op", "bought/s", "retries/purchase"}
+		x.Show = []string{"ns/op", "bought/s", "retries/purchase"}
 		for _, v := range marketVariants {
-			x.add(v.name+"/"+cfg.String(), func(r *round) error {
-				ns := fmt.Sprintf("%sr%d-%s:", x.env.ns, r.i, v.name)
-				target, maxTime := int64(r.budget.n), 30*time.Second
-				if r.budget.n == 0 {
-					target, maxTime = 1<<62, r.budget.d
+			x.Add(v.name+"/"+cfg.String(), func(r *bench.Round) error {
+				ns := fmt.Sprintf("%sr%d-%s:", x.env.ns, r.Index, v.name)
+				target, maxTime := int64(r.Budget.N), 30*time.Second
+				if r.Budget.N == 0 {
+					target, maxTime = 1<<62, r.Budget.D
 				}
-				st, err := runMarket(x.env.pool, ns, v, cfg, target, maxTime)
+				st, err := runMarket(x.env.Pool, ns, v, cfg, target, maxTime)
 				if err != nil {
 					return err
 				}
 				if st.bought == 0 {
-					return notMeasurable("nothing bought in %v", st.elapsed.Round(time.Millisecond))
+					return bench.NotMeasurable("nothing bought in %v", st.elapsed.Round(time.Millisecond))
 				}
-				r.did(int(st.bought))
-				r.add("ns/op", float64(st.elapsed.Nanoseconds())/float64(st.bought))
-				r.add("bought/s", float64(st.bought)/st.elapsed.Seconds())
-				r.add("retries/purchase", float64(st.retries)/float64(st.bought))
-				r.add("ms/wait", float64(st.wait.Microseconds())/1000/float64(st.bought))
+				r.Did(int(st.bought))
+				r.Add("ns/op", float64(st.elapsed.Nanoseconds())/float64(st.bought))
+				r.Add("bought/s", float64(st.bought)/st.elapsed.Seconds())
+				r.Add("retries/purchase", float64(st.retries)/float64(st.bought))
+				r.Add("ms/wait", float64(st.wait.Microseconds())/1000/float64(st.bought))
 				return nil
 			})
 		}
-		x.run()
+		x.Run()
 	}
 }
 
@@ -653,7 +647,7 @@ var recentV2Suggest = redis.NewScript(1, mustRead("testdata/v2_recent_suggest.lu
 // interleaved rounds.
 func BenchmarkSuggestRecent(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds())
 	e, ctx := x.env.engine(), context.Background()
 	r := rand.New(rand.NewPCG(100, 1))
 	var names []string
@@ -678,19 +672,19 @@ func BenchmarkSuggestRecent(b *testing.B) {
 		queries[i] = n[at : at+2]
 	}
 	list := object{kind: kindRecent, name: "bench", ns: e.ns}
-	x.addOps("tiers", func(i int) error {
+	x.AddOps("tiers", func(i int) error {
 		_, err := e.SuggestRecent(ctx, "bench", queries[i%len(queries)], 10)
 		return err
 	})
-	x.addOps("v2", func(i int) error {
+	x.AddOps("v2", func(i int) error {
 		_, err := redis.Strings(e.eval(ctx, list, recentV2Suggest, list.key(""), queries[i%len(queries)], 10))
 		return err
 	})
-	x.run()
+	x.Run()
 }
 
 func init() {
 	targets = append(targets,
-		target{"SuggestRecent, 100 items: tiers time ÷ v2's prefix only", [2]string{"BenchmarkSuggestRecent/tiers", "ns/op"}, [2]string{"BenchmarkSuggestRecent/v2", "ns/op"}, "<=", 1.1},
+		bench.Row("SuggestRecent, 100 items: tiers time ÷ v2's prefix only", [2]string{"BenchmarkSuggestRecent/tiers", "ns/op"}, [2]string{"BenchmarkSuggestRecent/v2", "ns/op"}, "<=", 1.1),
 	)
 }

@@ -7,16 +7,17 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"go.uber.org/goleak"
 )
 
-// benchAddr is the server the benchmarks use, chosen once in TestMain;
-// benchMini says it is miniredis.
+// benchAddr is the server the benchmarks use, chosen once in TestMain
+// (bench.PickServer: REDIS_ADDR, else a private redis-server if one is on
+// PATH and BENCH_MINIREDIS is not 1, else miniredis); benchMini says it is
+// miniredis.
 var (
 	benchAddr string
 	benchMini bool
@@ -35,50 +36,17 @@ func TestMain(m *testing.M) {
 	if f := flag.Lookup("test.bench"); (f == nil || f.Value.String() == "") && !*marketTable {
 		goleak.VerifyTestMain(m) // tests pick their own servers; none leaves a goroutine behind
 	}
-	stop, err := pickBenchServer()
+	server, stop, err := bench.PickServer()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "benchmarks:", err)
 		os.Exit(2)
 	}
+	benchAddr, benchMini = server.Addr, server.Mini
 	code := m.Run()
 	printVerdicts(os.Stdout)
 	stop()
 	os.Exit(code)
 }
-
-// pickBenchServer: REDIS_ADDR if set; else a private redis-server if one
-// is on PATH (unless BENCH_MINIREDIS=1); else miniredis. It prints which.
-func pickBenchServer() (stop func(), err error) {
-	forceMini := os.Getenv("BENCH_MINIREDIS") == "1"
-	if addr := testserver.RedisAddr(); addr != "" && !forceMini {
-		benchAddr = addr
-		fmt.Printf("bench server: redis-server at %s (REDIS_ADDR)\n", addr)
-		return func() {}, nil
-	}
-	if _, err := exec.LookPath("redis-server"); err == nil && !forceMini {
-		r, err := testserver.StartRedis()
-		if err != nil {
-			return nil, err
-		}
-		benchAddr = r.Addr()
-		fmt.Printf("bench server: private %s at %s (no persistence)\n", redisVersion(benchAddr), benchAddr)
-		return r.Stop, nil
-	}
-	m, err := miniredis.Run()
-	if err != nil {
-		return nil, err
-	}
-	benchAddr, benchMini = m.Addr(), true
-	why := "no redis-server on PATH"
-	if forceMini {
-		why = "BENCH_MINIREDIS=1"
-	}
-	fmt.Printf("bench server: miniredis (%s): figures measure miniredis's Go Lua interpreter, not Redis\n", why)
-	return m.Close, nil
-}
-
-// redisVersion is "redis-server 7.0.15" for the server at addr.
-func redisVersion(addr string) string { return testserver.Version(addr) }
 
 // flagSet reports whether the flag was given on the command line.
 func flagSet(name string) bool {

@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/atomicredis/atomicredis/internal/bench"
 )
 
 var benchOut = flag.String("benchout", "", "TestBenchReport: go test -bench output to turn into docs/bench.svg and the target table")
@@ -48,21 +50,21 @@ func parseBench(text string) map[string]map[string]float64 {
 	return out
 }
 
-var targets = []target{
-	{"lock cycle: lua speed ÷ round-trip floor", [2]string{"BenchmarkLock/round-trip", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, ">=", 0.9},
-	{"lock cycle: lua speed ÷ watch", [2]string{"BenchmarkLock/watch", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, ">=", 1.4},
-	{"contended lock, 16 clients: lua acq/s ÷ watch", [2]string{"BenchmarkLockContended/lua", "acq/s"}, [2]string{"BenchmarkLockContended/watch", "acq/s"}, ">=", 3},
-	{"semaphore, 1 client: lua speed ÷ book-fair", [2]string{"BenchmarkSemaphore/book-fair/clients=1", "ns/op"}, [2]string{"BenchmarkSemaphore/lua/clients=1", "ns/op"}, ">=", 2},
-	{"semaphore, 1 client: lua speed ÷ book-fair-locked", [2]string{"BenchmarkSemaphore/book-fair-locked/clients=1", "ns/op"}, [2]string{"BenchmarkSemaphore/lua/clients=1", "ns/op"}, ">=", 4},
-	{"semaphore, 16 clients: lua acq/s ÷ book-fair", [2]string{"BenchmarkSemaphore/lua/clients=16", "acq/s"}, [2]string{"BenchmarkSemaphore/book-fair/clients=16", "acq/s"}, ">=", 2},
-	{"semaphore, 16 clients: lua acq/s ÷ book-fair-locked", [2]string{"BenchmarkSemaphore/lua/clients=16", "acq/s"}, [2]string{"BenchmarkSemaphore/book-fair-locked/clients=16", "acq/s"}, ">=", 4},
-	{"suggest 1k: lua time ÷ ZRANGEBYLEX", [2]string{"BenchmarkSuggest/lua/1k", "ns/op"}, [2]string{"BenchmarkSuggest/zrangebylex/1k", "ns/op"}, "<=", 1.2},
-	{"suggest 100k: lua time ÷ ZRANGEBYLEX", [2]string{"BenchmarkSuggest/lua/100k", "ns/op"}, [2]string{"BenchmarkSuggest/zrangebylex/100k", "ns/op"}, "<=", 1.2},
-	{"suggest: lua time at 100k ÷ at 1k", [2]string{"BenchmarkSuggest/lua/100k", "ns/op"}, [2]string{"BenchmarkSuggest/lua/1k", "ns/op"}, "<=", 1.5},
-	{"suggest 1k + writer: lua speed ÷ watch", [2]string{"BenchmarkSuggest/watch/1k-writers", "ns/op"}, [2]string{"BenchmarkSuggest/lua/1k-writers", "ns/op"}, ">=", 3},
-	{"suggest 100k + writer: lua speed ÷ watch", [2]string{"BenchmarkSuggest/watch/100k-writers", "ns/op"}, [2]string{"BenchmarkSuggest/lua/100k-writers", "ns/op"}, ">=", 3},
-	{"market 5L/5B: lua bought/s ÷ watch", [2]string{"BenchmarkMarket/lua/5L5B", "bought/s"}, [2]string{"BenchmarkMarket/watch/5L5B", "bought/s"}, ">=", 20},
-	{"market 5L/5B: lua bought/s ÷ fine-lock", [2]string{"BenchmarkMarket/lua/5L5B", "bought/s"}, [2]string{"BenchmarkMarket/fine-lock/5L5B", "bought/s"}, ">=", 2},
+var targets = []bench.Target{
+	bench.Row("lock cycle: lua speed ÷ round-trip floor", [2]string{"BenchmarkLock/round-trip", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, ">=", 0.9),
+	bench.Row("lock cycle: lua speed ÷ watch", [2]string{"BenchmarkLock/watch", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, ">=", 1.4),
+	bench.Row("contended lock, 16 clients: lua acq/s ÷ watch", [2]string{"BenchmarkLockContended/lua", "acq/s"}, [2]string{"BenchmarkLockContended/watch", "acq/s"}, ">=", 3),
+	bench.Row("semaphore, 1 client: lua speed ÷ book-fair", [2]string{"BenchmarkSemaphore/book-fair/clients=1", "ns/op"}, [2]string{"BenchmarkSemaphore/lua/clients=1", "ns/op"}, ">=", 2),
+	bench.Row("semaphore, 1 client: lua speed ÷ book-fair-locked", [2]string{"BenchmarkSemaphore/book-fair-locked/clients=1", "ns/op"}, [2]string{"BenchmarkSemaphore/lua/clients=1", "ns/op"}, ">=", 4),
+	bench.Row("semaphore, 16 clients: lua acq/s ÷ book-fair", [2]string{"BenchmarkSemaphore/lua/clients=16", "acq/s"}, [2]string{"BenchmarkSemaphore/book-fair/clients=16", "acq/s"}, ">=", 2),
+	bench.Row("semaphore, 16 clients: lua acq/s ÷ book-fair-locked", [2]string{"BenchmarkSemaphore/lua/clients=16", "acq/s"}, [2]string{"BenchmarkSemaphore/book-fair-locked/clients=16", "acq/s"}, ">=", 4),
+	bench.Row("suggest 1k: lua time ÷ ZRANGEBYLEX", [2]string{"BenchmarkSuggest/lua/1k", "ns/op"}, [2]string{"BenchmarkSuggest/zrangebylex/1k", "ns/op"}, "<=", 1.2),
+	bench.Row("suggest 100k: lua time ÷ ZRANGEBYLEX", [2]string{"BenchmarkSuggest/lua/100k", "ns/op"}, [2]string{"BenchmarkSuggest/zrangebylex/100k", "ns/op"}, "<=", 1.2),
+	bench.Row("suggest: lua time at 100k ÷ at 1k", [2]string{"BenchmarkSuggest/lua/100k", "ns/op"}, [2]string{"BenchmarkSuggest/lua/1k", "ns/op"}, "<=", 1.5),
+	bench.Row("suggest 1k + writer: lua speed ÷ watch", [2]string{"BenchmarkSuggest/watch/1k-writers", "ns/op"}, [2]string{"BenchmarkSuggest/lua/1k-writers", "ns/op"}, ">=", 3),
+	bench.Row("suggest 100k + writer: lua speed ÷ watch", [2]string{"BenchmarkSuggest/watch/100k-writers", "ns/op"}, [2]string{"BenchmarkSuggest/lua/100k-writers", "ns/op"}, ">=", 3),
+	bench.Row("market 5L/5B: lua bought/s ÷ watch", [2]string{"BenchmarkMarket/lua/5L5B", "bought/s"}, [2]string{"BenchmarkMarket/watch/5L5B", "bought/s"}, ">=", 20),
+	bench.Row("market 5L/5B: lua bought/s ÷ fine-lock", [2]string{"BenchmarkMarket/lua/5L5B", "bought/s"}, [2]string{"BenchmarkMarket/fine-lock/5L5B", "bought/s"}, ">=", 2),
 }
 
 // absolute targets: one metric against a bound.
@@ -93,17 +95,17 @@ func targetTable(r map[string]map[string]float64) (string, error) {
 		return v, nil
 	}
 	for _, tg := range targets {
-		n, err := get(tg.num[0], tg.num[1])
+		n, err := get(tg.Num[0], tg.Num[1])
 		if err != nil {
 			return "", err
 		}
-		d, err := get(tg.den[0], tg.den[1])
+		d, err := get(tg.Den[0], tg.Den[1])
 		if err != nil {
 			return "", err
 		}
 		got := n / d
-		ok := (tg.op == ">=" && got >= tg.want) || (tg.op == "<=" && got <= tg.want)
-		fmt.Fprintf(&b, "| %s | %s %.1f× | %.2f× | %s |\n", tg.what, tg.op, tg.want, got, met(ok))
+		ok := (tg.Op == ">=" && got >= tg.Want) || (tg.Op == "<=" && got <= tg.Want)
+		fmt.Fprintf(&b, "| %s | %s %.1f× | %.2f× | %s |\n", tg.What, tg.Op, tg.Want, got, met(ok))
 	}
 	for _, tg := range absTargets {
 		v, err := get(tg.bench, tg.unit)

@@ -2,7 +2,7 @@ package peers
 
 // atomicredis against its peers, bsm/redislock (on go-redis) and
 // go-redsync/redsync/v4 (on its redigo pool), on one redis-server, in
-// interleaved rounds (experiment_test.go):
+// interleaved rounds (internal/bench, as the main job's benchmarks):
 //
 //	go test -run '^$' -bench . -benchtime 3s
 //
@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis"
+	"github.com/atomicredis/atomicredis/internal/bench"
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredigo "github.com/go-redsync/redsync/v4/redis/redigo"
@@ -225,21 +226,32 @@ func openFloor(ns string) *lib {
 	}
 }
 
+// newExperiment is an experiment on the bench server (internal/bench)
+// whose rounds read the server's counts through an admin connection of
+// their own. A contender's failure to measure is its rows' verdict
+// ("failed in round N"), not the run's: the table says what went wrong.
+func newExperiment(b *testing.B) *bench.Experiment {
+	b.Helper()
+	x := bench.NewExperiment(b, bench.NewEnv(b, 0))
+	x.Tolerant = true
+	return x
+}
+
 // setup opens every contender of an experiment under a namespace of its
 // own, whose keys it deletes when the benchmark ends.
-func setup(x *experiment, cts []contender) map[string]*lib {
+func setup(x *bench.Experiment, cts []contender) map[string]*lib {
 	ns := fmt.Sprintf("peers-%d:", time.Now().UnixNano())
 	libs := map[string]*lib{}
 	for _, ct := range cts {
 		libs[ct.name] = ct.open(ns)
 	}
-	x.b.Cleanup(func() {
+	x.B.Cleanup(func() {
 		for _, l := range libs {
 			l.close()
 		}
-		keys, _ := redis.Strings(x.admin.Do("KEYS", ns+"*"))
+		keys, _ := redis.Strings(x.Env.Admin.Do("KEYS", ns+"*"))
 		for _, k := range keys {
-			x.admin.Do("DEL", k)
+			x.Env.Admin.Do("DEL", k)
 		}
 	})
 	return libs
@@ -253,16 +265,16 @@ func setup(x *experiment, cts []contender) map[string]*lib {
 // UnlockContext), against the floor.
 func BenchmarkUncontended(b *testing.B) {
 	x := newExperiment(b)
-	x.rounds = max(x.rounds, 5) // rounds of operations are cheap
-	x.passes = 10
-	x.show = []string{"ns/op", "ops/s", "allocs/op", "cpu-us/op"}
+	x.Rounds = max(x.Rounds, 5) // rounds of operations are cheap
+	x.Passes = 10
+	x.Show = []string{"ns/op", "ops/s", "allocs/op", "cpu-us/op"}
 	cts := []contender{atomicredisC, redislockC, redsyncC, floorC}
 	libs := setup(x, cts)
 	ctx := context.Background()
 	for _, ct := range cts {
 		l := libs[ct.name]
-		x.add(ct.name, func(r *round) error {
-			return r.cycles(ct.sent, func() error {
+		x.Add(ct.name, func(r *bench.Round) error {
+			return cycles(r, ct.sent, func() error {
 				u, err := l.try(ctx, "bench")
 				if err != nil {
 					return err
@@ -271,7 +283,7 @@ func BenchmarkUncontended(b *testing.B) {
 			})
 		})
 	}
-	x.run()
+	x.Run()
 }
 
 // cycles times op, called one call after another for the visit's
@@ -279,42 +291,41 @@ func BenchmarkUncontended(b *testing.B) {
 // (connections dialled, scripts loaded), and at its last visit records
 // the round's ns/op, ops/s, allocs/op (Go heap objects, the client's
 // side) and the server's figures per op, over all its visits.
-func (r *round) cycles(sent []string, op func() error) error {
-	if r.pass == 0 {
+func cycles(r *bench.Round, sent []string, op func() error) error {
+	if r.Pass == 0 {
 		for i := 0; i < 20; i++ {
 			if err := op(); err != nil {
 				return err
 			}
 		}
 	}
-	s1, err := r.read()
+	s1, err := r.Read()
 	if err != nil {
 		return err
 	}
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
-	n, start := 0, time.Now()
-	for ; r.budget.more(n, start); n++ {
-		if err := op(); err != nil {
-			return err
-		}
-	}
-	wall := time.Since(start)
-	runtime.ReadMemStats(&m1)
-	s2, err := r.read()
+	start := time.Now()
+	n, err := r.Budget.Ops(func(int) error { return op() })
 	if err != nil {
 		return err
 	}
-	r.did(n)
-	u := s1.to(s2, sent)
-	u.wall = wall // the operations' own, without the INFO calls around them
-	r.acc.add(u, n, m1.Mallocs-m0.Mallocs)
-	if r.last {
-		u, n := r.acc.u, float64(r.acc.ops)
-		r.add("ns/op", float64(u.wall.Nanoseconds())/n)
-		r.add("ops/s", n/u.wall.Seconds())
-		r.add("allocs/op", float64(r.acc.mallocs)/n)
-		r.serverFigures(u, n, "op")
+	wall := time.Since(start)
+	runtime.ReadMemStats(&m1)
+	s2, err := r.Read()
+	if err != nil {
+		return err
+	}
+	r.Did(n)
+	u := s1.ToCommands(s2, sent)
+	u.Wall = wall // the operations' own, without the INFO calls around them
+	r.Acc.Add(u, n, m1.Mallocs-m0.Mallocs)
+	if r.Last {
+		u, n := r.Acc.U, float64(r.Acc.Ops)
+		r.Add("ns/op", float64(u.Wall.Nanoseconds())/n)
+		r.Add("ops/s", n/u.Wall.Seconds())
+		r.Add("allocs/op", float64(r.Acc.Mallocs)/n)
+		r.ServerFigures(u, n, "op")
 	}
 	return nil
 }
@@ -334,15 +345,15 @@ func BenchmarkCrowd(b *testing.B) {
 // atomicredis and each peer, each round on a fresh name.
 func crowdExperiment(b *testing.B, clients int, hold, window time.Duration) {
 	x := newExperiment(b)
-	x.show = []string{"ns/op", "acq/s", "busiest%", "cpu-us/acq"}
+	x.Show = []string{"ns/op", "acq/s", "busiest%", "cpu-us/acq"}
 	cts := []contender{atomicredisC, redislockC, redsyncC}
 	libs := setup(x, cts)
 	for _, ct := range cts {
-		x.add(ct.name, func(r *round) error {
-			return r.crowd(ct, libs[ct.name], clients, hold, window)
+		x.Add(ct.name, func(r *bench.Round) error {
+			return crowd(r, ct, libs[ct.name], clients, hold, window)
 		})
 	}
-	x.run()
+	x.Run()
 }
 
 // take is one acquisition: which client, and when its lock call returned.
@@ -357,8 +368,8 @@ type take struct {
 // the crowd is in its steady state. A wait that runs out (redsync's tries,
 // redislock's deadline) is counted (gave-up/acq) and the client asks
 // again; any other error ends the round, and the row says so.
-func (r *round) crowd(ct contender, l *lib, clients int, hold, window time.Duration) error {
-	name := fmt.Sprintf("crowd%d-%s-%d", clients, ct.name, r.i)
+func crowd(r *bench.Round, ct contender, l *lib, clients int, hold, window time.Duration) error {
+	name := fmt.Sprintf("crowd%d-%s-%d", clients, ct.name, r.Index)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -404,10 +415,10 @@ func (r *round) crowd(ct contender, l *lib, clients int, hold, window time.Durat
 		}(c)
 	}
 	time.Sleep(warmup + time.Duration(clients)*hold)
-	s1, err1 := r.read()
+	s1, err1 := r.Read()
 	g1 := gaveUp.Load()
 	time.Sleep(window)
-	s2, err2 := r.read()
+	s2, err2 := r.Read()
 	g2 := gaveUp.Load()
 	stopping.Store(true)
 	done := make(chan struct{})
@@ -417,7 +428,7 @@ func (r *round) crowd(ct contender, l *lib, clients int, hold, window time.Durat
 	case <-time.After(drainTimeout):
 		cancel()
 		<-done
-		errs = append(errs, notMeasurable("the crowd took over %v to wind down", drainTimeout))
+		errs = append(errs, bench.NotMeasurable("the crowd took over %v to wind down", drainTimeout))
 	}
 	if err := errors.Join(append(errs, err1, err2)...); err != nil {
 		return err
@@ -425,76 +436,76 @@ func (r *round) crowd(ct contender, l *lib, clients int, hold, window time.Durat
 	perClient := map[int]int{}
 	acq := 0
 	for _, tk := range takes {
-		if !tk.at.Before(s1.at) && tk.at.Before(s2.at) {
+		if !tk.at.Before(s1.At) && tk.at.Before(s2.At) {
 			perClient[tk.client]++
 			acq++
 		}
 	}
 	if acq == 0 {
-		return notMeasurable("no acquisition in %v", window)
+		return bench.NotMeasurable("no acquisition in %v", window)
 	}
 	busiest := 0
 	for _, n := range perClient {
 		busiest = max(busiest, n)
 	}
-	r.did(acq)
-	u := s1.to(s2, ct.sent)
-	r.add("ns/op", float64(u.wall.Nanoseconds())/float64(acq))
-	r.add("acq/s", float64(acq)/u.wall.Seconds())
-	r.add("busiest%", 100*float64(busiest)/float64(acq))
-	r.add("idle-clients", float64(clients-len(perClient)))
-	r.add("gave-up/acq", float64(g2-g1)/float64(acq))
-	r.serverFigures(u, float64(acq), "acq")
+	r.Did(acq)
+	u := s1.ToCommands(s2, ct.sent)
+	r.Add("ns/op", float64(u.Wall.Nanoseconds())/float64(acq))
+	r.Add("acq/s", float64(acq)/u.Wall.Seconds())
+	r.Add("busiest%", 100*float64(busiest)/float64(acq))
+	r.Add("idle-clients", float64(clients-len(perClient)))
+	r.Add("gave-up/acq", float64(g2-g1)/float64(acq))
+	r.ServerFigures(u, float64(acq), "acq")
 	return nil
 }
 
 // ---------------------------------------------------------------------------
 // The rows
 
-func bench(name string) func(unit string) [2]string {
+func sub(name string) func(unit string) [2]string {
 	return func(unit string) [2]string { return [2]string{name, unit} }
 }
 
 var (
-	unAR, unRL, unRS, unFloor = bench("BenchmarkUncontended/atomicredis"), bench("BenchmarkUncontended/redislock"), bench("BenchmarkUncontended/redsync"), bench("BenchmarkUncontended/floor")
-	hotAR, hotRL, hotRS       = bench("BenchmarkHotName/atomicredis"), bench("BenchmarkHotName/redislock"), bench("BenchmarkHotName/redsync")
-	crAR, crRL, crRS          = bench("BenchmarkCrowd/atomicredis"), bench("BenchmarkCrowd/redislock"), bench("BenchmarkCrowd/redsync")
+	unAR, unRL, unRS, unFloor = sub("BenchmarkUncontended/atomicredis"), sub("BenchmarkUncontended/redislock"), sub("BenchmarkUncontended/redsync"), sub("BenchmarkUncontended/floor")
+	hotAR, hotRL, hotRS       = sub("BenchmarkHotName/atomicredis"), sub("BenchmarkHotName/redislock"), sub("BenchmarkHotName/redsync")
+	crAR, crRL, crRS          = sub("BenchmarkCrowd/atomicredis"), sub("BenchmarkCrowd/redislock"), sub("BenchmarkCrowd/redsync")
 	none                      = [2]string{}
 )
 
 // targets are the goals (item 1) and the figures reported beside
 // them. A row is met when every round's ratio reaches the goal.
-var targets = []target{
-	{"uncontended TryLock+Unlock, ops/s: atomicredis ÷ redislock", unAR("ops/s"), unRL("ops/s"), ">=", 1},
-	{"uncontended TryLock+Unlock, ops/s: atomicredis ÷ redsync", unAR("ops/s"), unRS("ops/s"), ">=", 1},
-	{"uncontended TryLock+Unlock, ops/s: atomicredis ÷ the floor", unAR("ops/s"), unFloor("ops/s"), ">=", 0.9},
-	{"uncontended, ops/s: redislock ÷ the floor", unRL("ops/s"), unFloor("ops/s"), "", 0},
-	{"uncontended, ops/s: redsync ÷ the floor", unRS("ops/s"), unFloor("ops/s"), "", 0},
-	{"uncontended, allocations/op: atomicredis ÷ redislock", unAR("allocs/op"), unRL("allocs/op"), "", 0},
-	{"uncontended, allocations/op: atomicredis ÷ redsync", unAR("allocs/op"), unRS("allocs/op"), "", 0},
-	{"uncontended, clients' CPU/op: atomicredis ÷ redislock", unAR("client-us/op"), unRL("client-us/op"), "", 0},
-	{"uncontended, clients' CPU/op: atomicredis ÷ redsync", unAR("client-us/op"), unRS("client-us/op"), "", 0},
-	{"hot name, 16 goroutines, no hold, acq/s: atomicredis ÷ redislock", hotAR("acq/s"), hotRL("acq/s"), ">=", 1},
-	{"hot name, 16 goroutines, no hold, acq/s: atomicredis ÷ redsync", hotAR("acq/s"), hotRS("acq/s"), ">=", 1},
-	{"hot name, server CPU/acq: atomicredis ÷ redislock", hotAR("cpu-us/acq"), hotRL("cpu-us/acq"), "", 0},
-	{"hot name, server CPU/acq: atomicredis ÷ redsync", hotAR("cpu-us/acq"), hotRS("cpu-us/acq"), "", 0},
-	{"hot name, clients' CPU/acq: atomicredis ÷ redislock", hotAR("client-us/acq"), hotRL("client-us/acq"), "", 0},
-	{"hot name, clients' CPU/acq: atomicredis ÷ redsync", hotAR("client-us/acq"), hotRS("client-us/acq"), "", 0},
-	{"hot name, busiest goroutine's share % (fair 6.25): atomicredis", hotAR("busiest%"), none, "", 0},
-	{"hot name, busiest goroutine's share %: redislock", hotRL("busiest%"), none, "", 0},
-	{"hot name, busiest goroutine's share %: redsync", hotRS("busiest%"), none, "", 0},
-	{"crowd 64×10ms, acq/s: atomicredis ÷ redislock", crAR("acq/s"), crRL("acq/s"), "", 0},
-	{"crowd 64×10ms, acq/s: atomicredis ÷ redsync", crAR("acq/s"), crRS("acq/s"), "", 0},
-	{"crowd, server CPU/acq: atomicredis ÷ redislock", crAR("cpu-us/acq"), crRL("cpu-us/acq"), "", 0},
-	{"crowd, server CPU/acq: atomicredis ÷ redsync", crAR("cpu-us/acq"), crRS("cpu-us/acq"), "", 0},
-	{"crowd, commands/acq: atomicredis ÷ redislock", crAR("cmds/acq"), crRL("cmds/acq"), "", 0},
-	{"crowd, commands/acq: atomicredis ÷ redsync", crAR("cmds/acq"), crRS("cmds/acq"), "", 0},
-	{"crowd, busiest goroutine's share % (fair 1.56): atomicredis", crAR("busiest%"), none, "", 0},
-	{"crowd, busiest goroutine's share %: redislock", crRL("busiest%"), none, "", 0},
-	{"crowd, busiest goroutine's share %: redsync", crRS("busiest%"), none, "", 0},
-	{"crowd, goroutines with no acquisition in the window: redislock", crRL("idle-clients"), none, "", 0},
-	{"crowd, goroutines with no acquisition in the window: redsync", crRS("idle-clients"), none, "", 0},
-	{"crowd, waits that ran out per acquisition: redsync", crRS("gave-up/acq"), none, "", 0},
+var targets = []bench.Target{
+	bench.Row("uncontended TryLock+Unlock, ops/s: atomicredis ÷ redislock", unAR("ops/s"), unRL("ops/s"), ">=", 1),
+	bench.Row("uncontended TryLock+Unlock, ops/s: atomicredis ÷ redsync", unAR("ops/s"), unRS("ops/s"), ">=", 1),
+	bench.Row("uncontended TryLock+Unlock, ops/s: atomicredis ÷ the floor", unAR("ops/s"), unFloor("ops/s"), ">=", 0.9),
+	bench.Row("uncontended, ops/s: redislock ÷ the floor", unRL("ops/s"), unFloor("ops/s"), "", 0),
+	bench.Row("uncontended, ops/s: redsync ÷ the floor", unRS("ops/s"), unFloor("ops/s"), "", 0),
+	bench.Row("uncontended, allocations/op: atomicredis ÷ redislock", unAR("allocs/op"), unRL("allocs/op"), "", 0),
+	bench.Row("uncontended, allocations/op: atomicredis ÷ redsync", unAR("allocs/op"), unRS("allocs/op"), "", 0),
+	bench.Row("uncontended, clients' CPU/op: atomicredis ÷ redislock", unAR("client-us/op"), unRL("client-us/op"), "", 0),
+	bench.Row("uncontended, clients' CPU/op: atomicredis ÷ redsync", unAR("client-us/op"), unRS("client-us/op"), "", 0),
+	bench.Row("hot name, 16 goroutines, no hold, acq/s: atomicredis ÷ redislock", hotAR("acq/s"), hotRL("acq/s"), ">=", 1),
+	bench.Row("hot name, 16 goroutines, no hold, acq/s: atomicredis ÷ redsync", hotAR("acq/s"), hotRS("acq/s"), ">=", 1),
+	bench.Row("hot name, server CPU/acq: atomicredis ÷ redislock", hotAR("cpu-us/acq"), hotRL("cpu-us/acq"), "", 0),
+	bench.Row("hot name, server CPU/acq: atomicredis ÷ redsync", hotAR("cpu-us/acq"), hotRS("cpu-us/acq"), "", 0),
+	bench.Row("hot name, clients' CPU/acq: atomicredis ÷ redislock", hotAR("client-us/acq"), hotRL("client-us/acq"), "", 0),
+	bench.Row("hot name, clients' CPU/acq: atomicredis ÷ redsync", hotAR("client-us/acq"), hotRS("client-us/acq"), "", 0),
+	bench.Row("hot name, busiest goroutine's share % (fair 6.25): atomicredis", hotAR("busiest%"), none, "", 0),
+	bench.Row("hot name, busiest goroutine's share %: redislock", hotRL("busiest%"), none, "", 0),
+	bench.Row("hot name, busiest goroutine's share %: redsync", hotRS("busiest%"), none, "", 0),
+	bench.Row("crowd 64×10ms, acq/s: atomicredis ÷ redislock", crAR("acq/s"), crRL("acq/s"), "", 0),
+	bench.Row("crowd 64×10ms, acq/s: atomicredis ÷ redsync", crAR("acq/s"), crRS("acq/s"), "", 0),
+	bench.Row("crowd, server CPU/acq: atomicredis ÷ redislock", crAR("cpu-us/acq"), crRL("cpu-us/acq"), "", 0),
+	bench.Row("crowd, server CPU/acq: atomicredis ÷ redsync", crAR("cpu-us/acq"), crRS("cpu-us/acq"), "", 0),
+	bench.Row("crowd, commands/acq: atomicredis ÷ redislock", crAR("cmds/acq"), crRL("cmds/acq"), "", 0),
+	bench.Row("crowd, commands/acq: atomicredis ÷ redsync", crAR("cmds/acq"), crRS("cmds/acq"), "", 0),
+	bench.Row("crowd, busiest goroutine's share % (fair 1.56): atomicredis", crAR("busiest%"), none, "", 0),
+	bench.Row("crowd, busiest goroutine's share %: redislock", crRL("busiest%"), none, "", 0),
+	bench.Row("crowd, busiest goroutine's share %: redsync", crRS("busiest%"), none, "", 0),
+	bench.Row("crowd, goroutines with no acquisition in the window: redislock", crRL("idle-clients"), none, "", 0),
+	bench.Row("crowd, goroutines with no acquisition in the window: redsync", crRS("idle-clients"), none, "", 0),
+	bench.Row("crowd, waits that ran out per acquisition: redsync", crRS("gave-up/acq"), none, "", 0),
 }
 
 // ---------------------------------------------------------------------------
@@ -553,13 +564,13 @@ func TestTargetsNameWhatRuns(t *testing.T) {
 		"BenchmarkCrowd":       {"ns/op", "acq/s", "busiest%", "idle-clients", "gave-up/acq", "cmds/acq", "srv-us/acq", "cpu-us/acq", "client-us/acq"},
 	}
 	for _, r := range targets {
-		for _, side := range [][2]string{r.num, r.den} {
+		for _, side := range [][2]string{r.Num, r.Den} {
 			if side[0] == "" {
 				continue
 			}
 			fn, who, _ := strings.Cut(side[0], "/")
 			if !slices.Contains([]string{"atomicredis", "redislock", "redsync", "floor"}, who) || !slices.Contains(benches[fn], side[1]) {
-				t.Errorf("row %q: %s %s is not reported", r.what, side[0], side[1])
+				t.Errorf("row %q: %s %s is not reported", r.What, side[0], side[1])
 			}
 		}
 	}

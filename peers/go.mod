@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/atomicredis/atomicredis => ../
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/atomicredis/atomicredis v0.0.0
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
@@ -14,6 +13,7 @@ require (
 )
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect

@@ -1,8 +1,0 @@
-//go:build !unix
-
-package peers
-
-import "math"
-
-// processCPU is not measured here: NaN, which the table leaves out.
-func processCPU() float64 { return math.NaN() }

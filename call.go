@@ -89,7 +89,7 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c
 	}
 	done = func() {}
 	get := ctx
-	if !bounded || time.Until(dl) > timeout {
+	if (ctx.Done() != nil || e.getMayWait()) && (!bounded || time.Until(dl) > timeout) {
 		var cancel context.CancelFunc
 		get, cancel = context.WithTimeout(ctx, timeout)
 		if ctx.Done() != nil {
@@ -114,6 +114,17 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c
 	c = conns.Get().(*conn)
 	*c = conn{Conn: pc, ctx: ctx, timeout: timeout, bound: bound}
 	return c, done, nil
+}
+
+// getMayWait reports whether getting a connection from the pool may wait
+// on something only a context bounds: a *redis.Pool's dial through
+// DialContext (its AUTH, SELECT or CLIENT SETNAME included), its Wait for
+// a connection to come back once MaxActive are out, or a pool of any other
+// type (which may do anything). A *redis.Pool's plain Dial is bounded by
+// its own dial timeouts.
+func (e *Engine) getMayWait() bool {
+	p, ok := e.pool.(*redis.Pool)
+	return !ok || p.DialContext != nil || p.Wait && p.MaxActive > 0 && p.ActiveCount() >= p.MaxActive
 }
 
 // routeKey is the key a script call is routed by: its first key. A script

@@ -79,7 +79,7 @@ func (e *Engine) RemoveMembers(ctx context.Context, set string, members ...strin
 	return e.members(ctx, scriptMembersRemove, set, members)
 }
 
-func (e *Engine) members(ctx context.Context, s *redis.Script, set string, members []string) error {
+func (e *Engine) members(ctx context.Context, s *script, set string, members []string) error {
 	obj, err := e.object(kindMembers, set)
 	switch {
 	case err != nil:

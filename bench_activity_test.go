@@ -53,7 +53,7 @@ func init() {
 }
 
 // v2's bitmap scripts (one key per group and period): MarkActive's SETBIT.
-var activeV2Mark = redis.NewScript(1, mustRead("testdata/v2_active_mark.lua"))
+var activeV2Mark = testScript(1, mustRead("testdata/v2_active_mark.lua"))
 
 // v2Key is v2's key for a group's bitmap for a period.
 func (e *Engine) v2Key(group, period string) string { return e.group(group).key(":" + period) }

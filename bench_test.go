@@ -639,7 +639,7 @@ func TestMarketTable(t *testing.T) {
 
 // recentV2Suggest is v2's SuggestRecent script (prefix matches only), the
 // baseline the tiers are measured against.
-var recentV2Suggest = redis.NewScript(1, mustRead("testdata/v2_recent_suggest.lua"))
+var recentV2Suggest = testScript(1, mustRead("testdata/v2_recent_suggest.lua"))
 
 // BenchmarkSuggestRecent: a full recent list of 100 names (capitalised,
 // 8 to 12 letters), a 2-letter query taken from a random name's start or

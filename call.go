@@ -151,8 +151,8 @@ type outcome struct {
 	shortfall error
 }
 
-// call runs s on a connection bound to its first key: EVALSHA, falling
-// back to EVAL when the server answers NOSCRIPT; with ack (WithReplicaAck
+// call runs s on a connection bound to its first key: EVALSHA, loading
+// the script with SCRIPT LOAD when the server answers NOSCRIPT; with ack (WithReplicaAck
 // on) followed by WAIT in the same round trip. timeout bounds each round
 // trip (0: the call timeout). A MOVED reply (the slot moved, or a replica
 // was promoted) means the script did not run: the call follows it on a
@@ -160,7 +160,7 @@ type outcome struct {
 // maxRedirects times. ASK (the slot is mid-migration) is not followed: a
 // bound connection cannot send ASKING, so the error is returned, and it is
 // transient: a wait retries it until the slot settles.
-func (e *Engine) call(ctx context.Context, s *redis.Script, keysAndArgs []any, ack bool, timeout time.Duration) (out outcome, err error) {
+func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack bool, timeout time.Duration) (out outcome, err error) {
 	if ctx == nil {
 		return out, errNilContext
 	}
@@ -211,12 +211,26 @@ func (e *Engine) call(ctx context.Context, s *redis.Script, keysAndArgs []any, a
 }
 
 // evalWait sends EVALSHA and WAIT together and reads both replies; on
-// NOSCRIPT it sends EVAL and WAIT again. err is the script's failure,
+// NOSCRIPT it sends SCRIPT LOAD, EVALSHA and WAIT together, and then, as
+// evalsha, EVAL. err is the script's failure,
 // ackErr WAIT's.
-func (e *Engine) evalWait(c *conn, s *redis.Script, keysAndArgs []any) (reply any, acks int64, ackErr, err error) {
-	send := s.SendHash
-	for first := true; ; first = false {
-		if err := send(c, keysAndArgs...); err != nil {
+func (e *Engine) evalWait(c *conn, s *script, keysAndArgs []any) (reply any, acks int64, ackErr, err error) {
+	h, err := s.sha(c)
+	if err != nil {
+		return nil, 0, nil, err
+	}
+	args := s.args(h, keysAndArgs)
+	for try := 0; ; try++ {
+		cmd := "EVALSHA"
+		switch try {
+		case 1: // NOSCRIPT: SCRIPT LOAD in the same write, as evalsha
+			if err := c.Send("SCRIPT", "LOAD", s.src); err != nil {
+				return nil, 0, nil, err
+			}
+		case 2: // and if a SCRIPT FLUSH came between them, the body
+			cmd, args[0] = "EVAL", s.src
+		}
+		if err := c.Send(cmd, args...); err != nil {
 			return nil, 0, nil, err
 		}
 		if err := c.Send("WAIT", e.replicas, e.ackTimeout.Milliseconds()); err != nil {
@@ -225,19 +239,28 @@ func (e *Engine) evalWait(c *conn, s *redis.Script, keysAndArgs []any) (reply an
 		if err := c.Flush(); err != nil {
 			return nil, 0, nil, err
 		}
+		var loadErr error
+		if try == 1 {
+			if _, loadErr = c.Receive(); loadErr != nil {
+				if _, isReply := errorReply(loadErr); !isReply {
+					return nil, 0, nil, loadErr
+				}
+			}
+		}
 		reply, err = c.Receive()
 		acks, ackErr = redis.Int64(c.Receive())
-		if first && replyIs(err, "NOSCRIPT") {
-			send = s.Send
-			continue
+		if loadErr != nil {
+			err = loadErr
 		}
-		return reply, acks, ackErr, err
+		if try == 2 || !replyIs(err, "NOSCRIPT") {
+			return reply, acks, ackErr, err
+		}
 	}
 }
 
 // eval is call for a script whose reply is all there is to it, its errors
 // naming the object.
-func (e *Engine) eval(ctx context.Context, o object, s *redis.Script, keysAndArgs ...any) (any, error) {
+func (e *Engine) eval(ctx context.Context, o object, s *script, keysAndArgs ...any) (any, error) {
 	out, err := e.call(ctx, s, keysAndArgs, false, 0)
 	if err != nil {
 		return nil, o.err(err)

@@ -37,7 +37,7 @@ func (l *connLog) record(cmd string, timeout bool) (moved bool) {
 		l.calls = map[string]bool{}
 	}
 	l.calls[cmd] = true
-	if cmd == "EVALSHA" { // one per call; EVAL follows NOSCRIPT on the same connection
+	if cmd == "EVALSHA" { // one per call
 		l.scripts++
 		if timeout {
 			l.timeouts++
@@ -124,6 +124,9 @@ func TestCall_BindsByKey(t *testing.T) {
 	log := &connLog{}
 	e := New(&fakeCluster{pool: s.Pool, log: log}, WithNamespace(s.NS))
 	ctx := ctxT(t)
+	if err := e.Ping(ctx); err != nil { // loads the scripts: no NOSCRIPT below
+		t.Fatal(err)
+	}
 	for _, c := range validCalls() {
 		log.mu.Lock()
 		log.binds, log.scripts, log.timeouts = nil, 0, 0
@@ -194,6 +197,9 @@ func TestCall_FollowsMoved(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s := testserver.Mini(t)
+			if err := New(s.Pool).Ping(ctxT(t)); err != nil { // loads the scripts: no NOSCRIPT below
+				t.Fatal(err)
+			}
 			log := &connLog{moved: c.moved}
 			e := New(&fakeCluster{pool: s.Pool, log: log, plain: c.plain}, WithNamespace(s.NS))
 			l, err := e.TryLock(ctxT(t), "m", LockOptions{})

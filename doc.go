@@ -43,6 +43,7 @@ package atomicredis
 //	autocomplete.go   recent lists and member sets: AddRecent, Suggest, ...
 //	activity.go       activity: MarkActive and the layout of a group's ids
 //	activity_count.go CountActive
+//	hashes.go         the embedded scripts' SHA-1s, generated at build time (go generate)
 //
 // Test files that pair with no library file:
 //

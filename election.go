@@ -206,7 +206,7 @@ func parseElectionState(msg string) (electionState, error) {
 }
 
 // electionState runs a script that replies with an election's state.
-func (e *Engine) electionState(ctx context.Context, obj object, s *redis.Script, keysAndArgs ...any) (electionState, error) {
+func (e *Engine) electionState(ctx context.Context, obj object, s *script, keysAndArgs ...any) (electionState, error) {
 	msg, err := redis.String(e.eval(ctx, obj, s, keysAndArgs...))
 	if err != nil {
 		return electionState{}, err

@@ -2,10 +2,21 @@ package atomicredis
 
 import (
 	"embed"
+	"hash/crc32"
 	"strings"
+	"sync/atomic"
 
 	"github.com/gomodule/redigo/redis"
 )
+
+//go:generate go test -run ^TestEmbed_Hashes$ -write-hashes
+
+// tableHash is an embedded script's SHA-1 in hex, computed at build time
+// (hashes.go), and the CRC-32 of the text it was computed from.
+type tableHash struct {
+	crc  uint32
+	sha1 string
+}
 
 // The Lua scripts, one per operation. Each file opens with a comment naming
 // its KEYS, ARGV and reply; the key count given here must match it
@@ -78,14 +89,9 @@ var (
 // the caller passes the count), for tests.
 var scripts = map[string]struct{ keys int }{}
 
-// everyScript is every script the engine may run, by name, for Ping to
-// load.
-var everyScript []namedScript
-
-type namedScript struct {
-	name   string
-	script *redis.Script
-}
+// everyScript is every script the engine may run, for Ping to load and
+// for the table of their hashes.
+var everyScript []*script
 
 // load reads scripts/<name>.lua and puts in it the functions of the
 // libraries it names (scripts/lib/<lib>.lua: local functions, such as the
@@ -94,10 +100,10 @@ type namedScript struct {
 // what a script calls, since a script defines its functions anew on every
 // call. They go at the script's line "-- (libraries)", so that a common
 // case answered above that line defines none of them, or in front of it.
-func load(name string, keyCount int, libs ...string) *redis.Script {
+func load(name string, keyCount int, libs ...string) *script {
 	scripts[name] = struct{ keys int }{keyCount}
-	s := newScript(keyCount, withLibraries(embedded("scripts/"+name+".lua"), libs))
-	everyScript = append(everyScript, namedScript{name, s})
+	s := newScript(name, keyCount, withLibraries(embedded("scripts/"+name+".lua"), libs))
+	everyScript = append(everyScript, s)
 	return s
 }
 
@@ -123,7 +129,7 @@ func withLibraries(body string, libs []string) string {
 // observers after if the lock's value changed. The wrapped script takes
 // one key more than keyCount, last: the observers. It is not a file of its
 // own, so it cannot drift from the lock's; it is not listed in scripts.
-func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
+func loadObserved(name string, keyCount int, libs ...string) *script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
 	wrapper := observedWrapper
 	if name == "lock_owner" { // a proclamation: the leader's value, after how many times it proclaimed
@@ -138,8 +144,8 @@ func loadObserved(name string, keyCount int, libs ...string) *redis.Script {
 	}
 	src := withLibraries(wrapper, []string{"queue", "lock", "election"})
 	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)
-	s := newScript(keyCount+1, src)
-	everyScript = append(everyScript, namedScript{name + " (election)", s})
+	s := newScript(name+" (election)", keyCount+1, src)
+	everyScript = append(everyScript, s)
 	return s
 }
 
@@ -245,53 +251,112 @@ func embedded(path string) string {
 // loadFlagged loads a script a second time with a Redis 7 shebang line
 // carrying flags in front of it. The variant is not a file of its own, so
 // the two can never drift apart; it is not listed in scripts.
-func loadFlagged(name string, keyCount int, flags string) *redis.Script {
-	s := newScript(keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
-	everyScript = append(everyScript, namedScript{name + " (flags=" + flags + ")", s})
+func loadFlagged(name string, keyCount int, flags string) *script {
+	s := newScript(name+" (flags="+flags+")", keyCount, "#!lua flags="+flags+"\n"+embedded("scripts/"+name+".lua"))
+	everyScript = append(everyScript, s)
 	return s
 }
 
-// heads are the embedded scripts' EVALSHA heads, their hash and key count
-// boxed once, so that a call allocates neither (evalsha). Written while
-// the package initializes, read-only afterwards.
-var heads = map[*redis.Script]scriptHead{}
+// script is one Lua script the engine runs: its name, its text as sent,
+// its key count (nil: the caller passes the count first) and its SHA-1 as
+// EVALSHA takes it. No SHA-1 is computed at run time (Go's FIPS 140-only
+// mode forbids one): an embedded script's comes from the table generated
+// at build time (hashes.go) if it was computed from this very text, else,
+// as a guarded script's, from SCRIPT LOAD's reply on first use.
+type script struct {
+	name     string
+	src      string
+	keyCount any
+	hash     atomic.Pointer[scriptSHA]
+}
 
-// scriptHead is a script's hash (or, for EVAL, source) and key count as
-// EVALSHA's first arguments; keyCount nil: the caller passes the count
-// first.
-type scriptHead struct{ hash, src, keyCount any }
+// scriptSHA is a script's SHA-1 in hex, and boxed once as EVALSHA's first
+// argument, so that a call allocates none.
+type scriptSHA struct {
+	hex string
+	arg any
+}
 
-// newScript is redis.NewScript, with the script's head kept in heads.
-func newScript(keyCount int, src string) *redis.Script {
-	s := redis.NewScript(keyCount, src)
-	h := scriptHead{hash: s.Hash(), src: src}
+// newScript is a script of keyCount keys (-1: the caller passes the
+// count), its hash taken from the generated table if the table's was
+// computed from src (same CRC-32).
+func newScript(name string, keyCount int, src string) *script {
+	s := &script{name: name, src: src}
 	if keyCount >= 0 {
-		h.keyCount = keyCount
+		s.keyCount = keyCount
 	}
-	heads[s] = h
+	if h, ok := scriptHashes[name]; ok && h.crc == crc32.ChecksumIEEE([]byte(src)) {
+		s.setHash(h.sha1)
+	}
 	return s
 }
 
-// evalsha runs s on c as redis.Script's Do does (EVALSHA, then EVAL on
-// NOSCRIPT), from an argument list that starts with the script's head,
-// boxed once (heads), where Do boxes the hash again on every call. The
-// list is the call's own: redigo's DoContext may still be writing it
-// after the call returned (its ctx ended), so it is never reused. A
-// script that is not embedded goes through Do.
-func evalsha(c redis.Conn, s *redis.Script, keysAndArgs []any) (any, error) {
-	h, ok := heads[s]
-	if !ok {
-		return s.Do(c, keysAndArgs...)
+func (s *script) setHash(hex string) { s.hash.Store(&scriptSHA{hex: hex, arg: hex}) }
+
+// load sends the script's text with SCRIPT LOAD, which keeps it in the
+// server's cache until SCRIPT FLUSH (a script sent with EVAL may be
+// evicted: Redis 8 and Valkey 8 keep 500 of those), and takes its hash
+// from the reply.
+func (s *script) load(c redis.Conn) error {
+	hex, err := redis.String(c.Do("SCRIPT", "LOAD", s.src))
+	if err != nil {
+		return err
 	}
+	if h := s.hash.Load(); h == nil || h.hex != hex {
+		s.setHash(hex)
+	}
+	return nil
+}
+
+// args are EVALSHA's arguments for the script: its hash, its key count
+// (unless the caller passes it), then keysAndArgs. The list is the call's
+// own: redigo's DoContext may still be writing it after the call returned
+// (its ctx ended), so it is never reused.
+func (s *script) args(h *scriptSHA, keysAndArgs []any) []any {
 	args := make([]any, 0, 2+len(keysAndArgs))
-	args = append(args, h.hash)
-	if h.keyCount != nil {
-		args = append(args, h.keyCount)
+	args = append(args, h.arg)
+	if s.keyCount != nil {
+		args = append(args, s.keyCount)
 	}
-	args = append(args, keysAndArgs...)
+	return append(args, keysAndArgs...)
+}
+
+// sha is the script's hash, loading the script on c first if it has none
+// yet.
+func (s *script) sha(c redis.Conn) (*scriptSHA, error) {
+	if h := s.hash.Load(); h != nil {
+		return h, nil
+	}
+	if err := s.load(c); err != nil {
+		return nil, err
+	}
+	return s.hash.Load(), nil
+}
+
+// evalsha runs s on c with EVALSHA. A server that does not have it
+// (NOSCRIPT: a restart, SCRIPT FLUSH, another node) gets SCRIPT LOAD and
+// EVALSHA again, sent together so that they reach it in one write, which
+// Redis runs back to back. Only if a SCRIPT FLUSH still came between them
+// (miniredis runs another client's commands in between) is the body sent
+// with EVAL, once: no script is sent with EVAL in steady state, so none is
+// among the EVAL-ed scripts Redis 8 and Valkey 8 evict.
+func evalsha(c redis.Conn, s *script, keysAndArgs []any) (any, error) {
+	h, err := s.sha(c)
+	if err != nil {
+		return nil, err
+	}
+	args := s.args(h, keysAndArgs)
 	reply, err := c.Do("EVALSHA", args...)
-	if e, ok := err.(redis.Error); ok && strings.HasPrefix(string(e), "NOSCRIPT ") {
-		return c.Do("EVAL", append([]any{h.src}, args[1:]...)...) // which loads it
+	if !replyIs(err, "NOSCRIPT") {
+		return reply, err
 	}
-	return reply, err
+	if err := c.Send("SCRIPT", "LOAD", s.src); err != nil {
+		return nil, err
+	}
+	reply, err = c.Do("EVALSHA", args...) // the first error, SCRIPT LOAD's or the script's
+	if !replyIs(err, "NOSCRIPT") {
+		return reply, err
+	}
+	args[0] = s.src
+	return c.Do("EVAL", args...)
 }

@@ -14,15 +14,15 @@ import (
 // checks the lock is still the caller's
 
 // GuardedScript is a piece of the caller's Lua that Lock.Eval runs only
-// while the lock is held (NewGuardedScript). It is loaded once per server
-// (EVALSHA, and EVAL when the server does not know it yet) and safe for
+// while the lock is held (NewGuardedScript). It is loaded with SCRIPT LOAD
+// on its first use on each server, then run with EVALSHA; it is safe for
 // concurrent use.
 type GuardedScript struct {
 	keyCount int
 	body     string
-	script   *redis.Script
-	rw       *redis.Script // the same, guarded by a read-write lock's writer
-	err      error         // why the body cannot run (a shebang line, a negative key count)
+	script   *script
+	rw       *script // the same, guarded by a read-write lock's writer
+	err      error   // why the body cannot run (a shebang line, a negative key count)
 }
 
 // NewGuardedScript makes body (Lua, as for EVAL: KEYS and ARGV are the
@@ -38,8 +38,8 @@ func NewGuardedScript(keyCount int, body string) *GuardedScript {
 	case strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "#!"):
 		s.err = fmt.Errorf("a guarded script's body cannot have a shebang line: %w", ErrInvalid)
 	default:
-		s.script = redis.NewScript(keyCount+1, guardedLock+guardedBody(body))
-		s.rw = redis.NewScript(keyCount+1, guardedWriter+guardedBody(body))
+		s.script = newScript("guarded", keyCount+1, guardedLock+guardedBody(body))
+		s.rw = newScript("guarded (writer)", keyCount+1, guardedWriter+guardedBody(body))
 	}
 	return s
 }

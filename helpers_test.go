@@ -5,6 +5,8 @@ package atomicredis
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"log/slog"
 	"net"
 	"regexp"
@@ -203,10 +205,10 @@ func (o activeOracle) counts(periods []string) (union, inter int64) {
 // testdata/v3_bits_*.lua, and bits_mark and bits_merge, which v4 still
 // runs on dense shards.
 var (
-	v3BitsIndex  = redis.NewScript(1, mustRead("testdata/v3_bits_index.lua"))
-	v3BitsShards = redis.NewScript(-1, mustRead("testdata/v3_bits_shards.lua"))
-	v3BitsCount  = redis.NewScript(-1, mustRead("testdata/v3_bits_count.lua"))
-	v3BitsIs     = redis.NewScript(1, mustRead("testdata/v3_bits_is.lua"))
+	v3BitsIndex  = testScript(1, mustRead("testdata/v3_bits_index.lua"))
+	v3BitsShards = testScript(-1, mustRead("testdata/v3_bits_shards.lua"))
+	v3BitsCount  = testScript(-1, mustRead("testdata/v3_bits_count.lua"))
+	v3BitsIs     = testScript(1, mustRead("testdata/v3_bits_is.lua"))
 )
 
 // v3 is a v3 engine's activity over e's connections.
@@ -827,3 +829,15 @@ func got(t *testing.T, c <-chan permitOrErr) permitOrErr {
 	}
 	return permitOrErr{}
 }
+
+// Do runs s on c, as redigo's Script.Do does.
+func (s *script) Do(c redis.Conn, keysAndArgs ...any) (any, error) { return evalsha(c, s, keysAndArgs) }
+
+// Hash is s's SHA-1 in hex, computed from its text (a test may).
+func (s *script) Hash() string {
+	sum := sha1.Sum([]byte(s.src))
+	return hex.EncodeToString(sum[:])
+}
+
+// testScript is a script of the tests' own, loaded on first use.
+func testScript(keyCount int, src string) *script { return newScript("test", keyCount, src) }

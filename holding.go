@@ -20,10 +20,10 @@ type holdOps struct {
 	kind                                    *kind
 	suffixes                                []string
 	extendKeys, pttlKeys                    int
-	acquire, abandon, release, extend, pttl *redis.Script
-	owner                                   *redis.Script // SetOwner's (its keys: the extend script's; an election's, see observed)
-	observed                                bool          // an election's: the scripts above but extend and pttl take the observers key last
-	wakesOwn                                bool          // the release script takes the engine's id and returns its own waiters' wake-ups (Engine.wakeOwn)
+	acquire, abandon, release, extend, pttl *script
+	owner                                   *script // SetOwner's (its keys: the extend script's; an election's, see observed)
+	observed                                bool    // an election's: the scripts above but extend and pttl take the observers key last
+	wakesOwn                                bool    // the release script takes the engine's id and returns its own waiters' wake-ups (Engine.wakeOwn)
 }
 
 // keys are the object's keys in the scripts' order.

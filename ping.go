@@ -59,8 +59,8 @@ func (e *Engine) pingNode(ctx context.Context, n node) error {
 		return fmt.Errorf("PING: %w", err)
 	}
 	for _, s := range everyScript {
-		err := s.script.Load(c)
-		if s.script == scriptSuggestOOM && shebangRefused(err) {
+		err := s.load(c)
+		if s == scriptSuggestOOM && shebangRefused(err) {
 			e.plainSuggest.Store(true) // Redis < 7: Suggest runs the plain script
 			continue
 		}

@@ -31,7 +31,7 @@ func TestPing_LoadsEveryScriptEverywhere(t *testing.T) {
 		var have exists = func() (map[string][]int, error) {
 			args := []any{"EXISTS"}
 			for _, sc := range everyScript {
-				args = append(args, sc.script.Hash())
+				args = append(args, sc.Hash())
 			}
 			v, err := redis.Ints(s.Do("SCRIPT", args...))
 			return map[string][]int{"the server": v}, err
@@ -42,7 +42,7 @@ func TestPing_LoadsEveryScriptEverywhere(t *testing.T) {
 				err := testcluster.OnEveryPrimary(testcluster.Of(s), func(addr string, c redis.Conn) error {
 					args := []any{"EXISTS"}
 					for _, sc := range everyScript {
-						args = append(args, sc.script.Hash())
+						args = append(args, sc.Hash())
 					}
 					v, err := redis.Ints(c.Do("SCRIPT", args...))
 					out[addr] = v
@@ -64,7 +64,7 @@ func TestPing_LoadsEveryScriptEverywhere(t *testing.T) {
 		}
 		for addr, v := range nodes {
 			for i, sc := range everyScript {
-				if v[i] != 1 && !(sc.script == scriptSuggestOOM && e.plainSuggest.Load()) {
+				if v[i] != 1 && !(sc == scriptSuggestOOM && e.plainSuggest.Load()) {
 					t.Errorf("%s: script %s not loaded after Ping", addr, sc.name)
 				}
 			}

@@ -13,10 +13,16 @@ import (
 // all sent before any reply is read, with the NOSCRIPT fallback and WAIT
 
 // pipeline sends pieces on c in one round trip and reads their replies,
-// sending those that met NOSCRIPT again with EVAL. With ack, WAIT follows
-// (each time). A failure of the connection is the error of every piece it
-// left unanswered.
+// sending those that met NOSCRIPT again once their scripts are loaded
+// (SCRIPT LOAD). With ack, WAIT follows (each time). A failure of the
+// connection is the error of every piece it left unanswered.
 func (e *Engine) pipeline(c *conn, pieces []piece, ack bool) {
+	for i := range pieces { // a script whose hash the table lacks is loaded first
+		if _, err := pieces[i].s.sha(c); err != nil {
+			fail(pieces, err)
+			return
+		}
+	}
 	if err := e.send(c, pieces, ack, false); err != nil {
 		fail(pieces, err)
 		return
@@ -26,9 +32,19 @@ func (e *Engine) pipeline(c *conn, pieces []piece, ack bool) {
 	}
 }
 
-// again sends once more, with EVAL, the pieces that met NOSCRIPT, and
-// reads their replies.
+// again loads the scripts of the pieces that met NOSCRIPT, sends those
+// pieces once more, and reads their replies.
 func (e *Engine) again(c *conn, pieces []piece, ack bool) {
+	loaded := map[*script]bool{}
+	for i := range pieces {
+		if p := &pieces[i]; replyIs(p.err, "NOSCRIPT") && !loaded[p.s] {
+			if err := p.s.load(c); err != nil {
+				fail(pieces, err)
+				return
+			}
+			loaded[p.s] = true
+		}
+	}
 	for i := range pieces {
 		if replyIs(pieces[i].err, "NOSCRIPT") {
 			if err := e.send(c, pieces, ack, true); err != nil {
@@ -41,18 +57,18 @@ func (e *Engine) again(c *conn, pieces []piece, ack bool) {
 	}
 }
 
-// send queues the pieces (with eval, only those that met NOSCRIPT, as
-// EVAL: they are then marked errResend) and WAIT if ack, and flushes.
-func (e *Engine) send(c *conn, pieces []piece, ack, eval bool) error {
+// send queues the pieces' EVALSHAs (with resend, only those that met
+// NOSCRIPT: they are then marked errResend) and WAIT if ack, and flushes.
+func (e *Engine) send(c *conn, pieces []piece, ack, resend bool) error {
 	for i := range pieces {
 		p := &pieces[i]
 		var err error
 		switch {
-		case !eval:
-			err = p.s.SendHash(c, p.args...)
+		case !resend:
+			err = c.Send("EVALSHA", p.s.args(p.s.hash.Load(), p.args)...)
 		case replyIs(p.err, "NOSCRIPT"):
 			p.reply, p.err = nil, errResend
-			err = p.s.Send(c, p.args...)
+			err = c.Send("EVALSHA", p.s.args(p.s.hash.Load(), p.args)...)
 		}
 		if err != nil {
 			return err

@@ -76,7 +76,7 @@ type renewal struct {
 // piece is one script call of a pipeline: the renewals it carries, its
 // reply and error.
 type piece struct {
-	s     *redis.Script
+	s     *script
 	args  []any
 	rs    []*renewal
 	reply any
@@ -396,7 +396,7 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 	}
 	for _, k := range []struct {
 		kind *kind
-		s    *redis.Script
+		s    *script
 		most int
 	}{{kindLock, scriptLockExtends, batchLocks}, {kindRW, scriptRWExtends, batchHolds}, {kindSem, scriptSemExtends, batchPermits}} {
 		var rs []*renewal

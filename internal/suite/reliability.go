@@ -401,7 +401,8 @@ func wantWrongType(t *testing.T, s *testserver.Server, name string, run func() e
 }
 
 // After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT, which must come
-// back as the redis.Error redigo's Script looks for to resend with EVAL.
+// back as the redis.Error the engine looks for to load the script again
+// (SCRIPT LOAD) and resend it.
 func scriptFlush(t *testing.T, s *testserver.Server) {
 	ctx, e := ctxT(t), engine(s)
 	l, err := e.TryLock(ctx, "sf", lockOpts{})

@@ -74,7 +74,7 @@ func Run(t *testing.T, newTarget func(t *testing.T) Target) {
 		{"ActivityWrongType", activityWrongType},
 		{"BadInputWritesNothing", badInputWritesNothing},
 		{"WrongType", wrongType},
-		{"ScriptFlushFallsBackToEval", scriptFlush},
+		{"ScriptFlushLoadsAgain", scriptFlush},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			c.run(t, setup(t, newTarget(t)))

@@ -78,11 +78,46 @@ func PrivateRedis(t testing.TB, args ...string) *Redis {
 	return r
 }
 
+// Builds are the servers built from ../shared/servers that tests start
+// privately, by name, each from the binary its environment variable names
+// (.ci/run sets them from build.sh's output).
+var Builds = []struct{ Name, Env string }{
+	{"valkey-8.0.1", "VALKEY_SERVER"},
+	{"redis-8.0-m01", "REDIS8_SERVER"},
+}
+
+// PrivateBuild starts the server that the environment variable env names
+// (one of Builds) for one test, stopped when it ends; it skips the test,
+// saying so, when env is not set.
+func PrivateBuild(t testing.TB, name, env string) *Redis {
+	t.Helper()
+	bin := os.Getenv(env)
+	if bin == "" {
+		t.Skipf("%s not set: the %s run is skipped (.ci/run sets it from ../shared/servers/build.sh)", env, name)
+	}
+	dir, err := os.MkdirTemp("", "atomicredis-"+name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := startBinaryOnFreePort(bin, dir, false, nil)
+	if err != nil {
+		os.RemoveAll(dir)
+		t.Fatal(err)
+	}
+	r.ownDir = true
+	t.Cleanup(r.Stop)
+	return r
+}
+
 func startOnFreePort(dir string, cluster bool, args []string) (*Redis, error) {
 	bin, err := exec.LookPath("redis-server")
 	if err != nil {
 		return nil, err
 	}
+	return startBinaryOnFreePort(bin, dir, cluster, args)
+}
+
+func startBinaryOnFreePort(bin, dir string, cluster bool, args []string) (*Redis, error) {
 	var last error
 	for try := 0; try < 10; try++ {
 		port, err := freePort(cluster)

@@ -17,6 +17,9 @@
 //
 // Without them the tests run on miniredis, and tests that need a server of
 // their own start a private redis-server (StartRedis) when one is on PATH.
+// VALKEY_SERVER and REDIS8_SERVER name the binaries of Valkey 8.0.1 and
+// Redis 8.0 (built from ../shared/servers) for tests of what only they do
+// (Builds, PrivateBuild).
 // REDIS_ADDR also marks a full run (Full): the heavy tests run only then.
 // Without a shared server, the slow tests that read nothing shared run in
 // parallel (Parallel).

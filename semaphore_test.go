@@ -953,11 +953,11 @@ func TestSemaphore_OwnerLeaves(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		dog, err := e.TryAcquireSemaphore(ctx, "p", SemaphoreOptions{Limit: 5, TTL: 300 * time.Millisecond, Watchdog: true, Owner: "dog"})
+		dog, err := e.TryAcquireSemaphore(ctx, "p", SemaphoreOptions{Limit: 5, TTL: time.Second, Watchdog: true, Owner: "dog"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(400 * time.Millisecond) // two permits time out; the watchdog's lives
+		time.Sleep(1200 * time.Millisecond) // two permits time out; the watchdog's lives past its TTL
 		if owners := semOwners(t, s, "p"); len(owners) != 3 {
 			t.Fatalf("owners hash %q before anything purged: the test proves nothing", owners)
 		}

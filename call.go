@@ -28,24 +28,19 @@ type binder interface {
 	Bind(keys ...string) error
 }
 
-// conn is a pooled connection for one call. Its Do and Receive end when ctx
-// does (through DoContext, where the connection offers it and ctx can be
-// cancelled) or after timeout (a read timeout; redisc connections offer
-// only that, so there a ctx that is only cancelled does not interrupt a
-// command in flight).
+// conn is a pooled connection for one call. Its Do and Receive end when
+// the reply arrives or after timeout, the call's deadline (the caller's, or
+// the call timeout), as a read timeout: never a goroutine per command, as
+// redigo's DoContext would start, so a call under a cancellable ctx costs
+// what one under a Background ctx does. A ctx cancelled mid-command does
+// not interrupt it (go-redis does the same); every wait ends at once.
 type conn struct {
 	redis.Conn
-	ctx     context.Context
 	timeout time.Duration
 	bound   bool // bound to a cluster node by key
 }
 
 func (c *conn) Do(cmd string, args ...any) (any, error) {
-	if c.ctx.Done() != nil {
-		if cc, ok := c.Conn.(redis.ConnWithContext); ok {
-			return cc.DoContext(c.ctx, cmd, args...)
-		}
-	}
 	if cc, ok := c.Conn.(redis.ConnWithTimeout); ok {
 		return cc.DoWithTimeout(c.timeout, cmd, args...)
 	}
@@ -53,11 +48,6 @@ func (c *conn) Do(cmd string, args ...any) (any, error) {
 }
 
 func (c *conn) Receive() (any, error) {
-	if c.ctx.Done() != nil {
-		if cc, ok := c.Conn.(redis.ConnWithContext); ok {
-			return cc.ReceiveContext(c.ctx)
-		}
-	}
 	if cc, ok := c.Conn.(redis.ConnWithTimeout); ok {
 		return cc.ReceiveWithTimeout(c.timeout)
 	}
@@ -78,42 +68,35 @@ func (c *conn) close() {
 // node serving key when the connection can bind (a cluster connection; on
 // any other it is a no-op). Getting it (the pool's wait, and a dial with
 // its AUTH, SELECT or CLIENT SETNAME), and its round trips, end when ctx
-// does or after timeout. The caller closes it (close), then calls done.
-func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (c *conn, done func(), err error) {
+// does or after timeout. The caller closes it (close).
+func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (*conn, error) {
 	dl, bounded := ctx.Deadline()
 	if bounded {
 		timeout = min(timeout, time.Until(dl))
 	}
 	if timeout <= 0 {
-		return nil, nil, context.DeadlineExceeded
+		return nil, context.DeadlineExceeded
 	}
-	done = func() {}
 	get := ctx
-	if (ctx.Done() != nil || e.getMayWait()) && (!bounded || time.Until(dl) > timeout) {
+	if e.getMayWait() && (!bounded || time.Until(dl) > timeout) {
 		var cancel context.CancelFunc
 		get, cancel = context.WithTimeout(ctx, timeout)
-		if ctx.Done() != nil {
-			ctx, done = get, cancel // DoContext ends at the timeout too
-		} else {
-			defer cancel() // a Background ctx: the round trips take the timeout as a read timeout
-		}
+		defer cancel()
 	}
 	pc, err := e.pool.GetContext(get)
 	if err != nil {
-		done()
-		return nil, nil, err
+		return nil, err
 	}
 	b, bound := pc.(binder)
 	if bound && key != "" {
 		if err := b.Bind(key); err != nil {
 			pc.Close()
-			done()
-			return nil, nil, err
+			return nil, err
 		}
 	}
-	c = conns.Get().(*conn)
-	*c = conn{Conn: pc, ctx: ctx, timeout: timeout, bound: bound}
-	return c, done, nil
+	c := conns.Get().(*conn)
+	*c = conn{Conn: pc, timeout: timeout, bound: bound}
+	return c, nil
 }
 
 // getMayWait reports whether getting a connection from the pool may wait
@@ -173,7 +156,7 @@ func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack boo
 		if err := ctxErr(ctx); err != nil {
 			return out, err
 		}
-		c, done, err := e.conn(ctx, key, timeout)
+		c, err := e.conn(ctx, key, timeout)
 		if err != nil {
 			return out, err
 		}
@@ -187,7 +170,6 @@ func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack boo
 		}
 		bound := c.bound
 		c.close()
-		done()
 		if redirects < maxRedirects && bound && replyIs(err, "MOVED") {
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -632,5 +633,81 @@ func TestCall_TimeoutBoundsGettingAConnection(t *testing.T) {
 	}
 	if err := e.Close(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A call under a cancellable context starts no goroutine of its own: on a
+// pool of one connection through a proxy that holds each command back, the
+// goroutines counted while each of 100 calls is in flight are those
+// counted just before it plus the caller's.
+func TestCall_NoGoroutinePerCommand(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		proxy := startProxy(t, s.Addr, faults{})
+		pool := &redis.Pool{MaxActive: 1, MaxIdle: 1, Wait: true,
+			Dial: func() (redis.Conn, error) { return redis.Dial("tcp", proxy.addr()) }}
+		t.Cleanup(func() { pool.Close() })
+		e := New(pool, WithNamespace(s.NS))
+		if _, err := e.LockInfo(ctxT(t), "g"); err != nil { // the connection dialed, the script loaded
+			t.Fatal(err)
+		}
+		proxy.lag.Store(int64(30 * time.Millisecond))
+		var extra []int
+		for range 100 {
+			ctx, cancel := context.WithCancel(context.Background())
+			before := runtime.NumGoroutine()
+			done := make(chan error, 1)
+			go func() { _, err := e.LockInfo(ctx, "g"); done <- err }()
+			time.Sleep(10 * time.Millisecond) // the command is held back at the proxy
+			extra = append(extra, runtime.NumGoroutine()-before)
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			cancel()
+		}
+		slices.Sort(extra)
+		if m := extra[len(extra)/2]; m > 1 {
+			t.Errorf("a call in flight under a cancellable context: %d goroutines more than before it (median of 100; the caller's is 1), want 1", m)
+		}
+	})
+}
+
+// A call under a cancellable context on a stopped server returns by its
+// deadline: the caller's, or the call timeout if it has none.
+func TestCall_CancelledOnAStoppedServer(t *testing.T) {
+	s := privateServer(t, "private redis")
+	pid := info(s, t, "process_id")
+	const callTimeout = 400 * time.Millisecond
+	e := engine(s, WithCallTimeout(callTimeout))
+	if _, err := e.LockInfo(ctxT(t), "st"); err != nil { // a connection in the pool, the scripts loaded
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(int(pid), syscall.SIGCONT) })
+	for _, c := range []struct {
+		name  string
+		ctx   func() (context.Context, context.CancelFunc)
+		bound time.Duration
+	}{
+		{"cancelled, no deadline", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(50*time.Millisecond, cancel)
+			return ctx, cancel
+		}, callTimeout},
+		{"a deadline of 200ms", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 200*time.Millisecond)
+		}, 200 * time.Millisecond},
+	} {
+		ctx, cancel := c.ctx()
+		start := time.Now()
+		_, err := e.LockInfo(ctx, "st")
+		cancel()
+		took := time.Since(start)
+		t.Logf("%s: %v after %v", c.name, err, took)
+		if err == nil || took > c.bound+time.Second {
+			t.Errorf("%s on a stopped server: %v after %v; want an error by %v", c.name, err, took, c.bound)
+		}
 	}
 }

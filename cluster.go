@@ -35,7 +35,7 @@ type layout struct {
 // CLUSTER NODES (a text reply, the same in RESP2 and RESP3) says which
 // primary serves which slot, unless the server is no cluster.
 func (e *Engine) learnLayout(ctx context.Context) (*layout, error) {
-	c, done, err := e.conn(ctx, "", e.callTimeout)
+	c, err := e.conn(ctx, "", e.callTimeout)
 	if err != nil {
 		return nil, fmt.Errorf("a connection from the pool: %w", err)
 	}
@@ -45,7 +45,6 @@ func (e *Engine) learnLayout(ctx context.Context) (*layout, error) {
 		text, err = redis.String(c.Do("CLUSTER", "NODES"))
 	}
 	c.close()
-	done()
 	l := &layout{}
 	switch {
 	case !bound:

@@ -310,8 +310,8 @@ func (s *script) load(c redis.Conn) error {
 
 // args are EVALSHA's arguments for the script: its hash, its key count
 // (unless the caller passes it), then keysAndArgs. The list is the call's
-// own: redigo's DoContext may still be writing it after the call returned
-// (its ctx ended), so it is never reused.
+// own: a client may still be writing it after a call cut short returned,
+// so it is never reused.
 func (s *script) args(h *scriptSHA, keysAndArgs []any) []any {
 	args := make([]any, 0, 2+len(keysAndArgs))
 	args = append(args, h.arg)

@@ -49,11 +49,10 @@ func (e *Engine) Ping(ctx context.Context) error {
 // of every script, and a PUBLISH of an empty message on the engine's wake
 // channel (its subscription ignores a message it cannot read).
 func (e *Engine) pingNode(ctx context.Context, n node) error {
-	c, done, err := e.conn(ctx, n.key, e.callTimeout)
+	c, err := e.conn(ctx, n.key, e.callTimeout)
 	if err != nil {
 		return err
 	}
-	defer done()
 	defer c.close()
 	if _, err := c.Do("PING"); err != nil {
 		return fmt.Errorf("PING: %w", err)

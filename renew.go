@@ -441,11 +441,10 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 		flush()
 	}
 	r.pieces, r.scratchA = pieces, args
-	c, done, err := e.conn(ctx, routeKey(pieces[0].args), e.callTimeout)
+	c, err := e.conn(ctx, routeKey(pieces[0].args), e.callTimeout)
 	if err == nil {
 		e.pipeline(c, pieces, e.replicas > 0)
 		c.close()
-		done()
 	} else {
 		fail(pieces, err)
 	}
@@ -486,14 +485,13 @@ func (r *renewer) sendNodes(ctx context.Context, e *Engine, l *layout) {
 		byNode[at] = append(byNode[at], piece{s: x.h.ops.extend, args: x.h.extendArgs(x.lease, x.seq), rs: []*renewal{x}})
 	}
 	conns := make([]*conn, len(l.nodes))
-	dones := make([]func(), len(l.nodes))
 	ack := e.replicas > 0
 	for i, ps := range byNode {
 		if len(ps) == 0 {
 			continue
 		}
 		var err error
-		if conns[i], dones[i], err = e.conn(ctx, l.nodes[i].key, e.callTimeout); err != nil {
+		if conns[i], err = e.conn(ctx, l.nodes[i].key, e.callTimeout); err != nil {
 			fail(ps, err)
 			r.stale = true
 			continue
@@ -510,7 +508,6 @@ func (r *renewer) sendNodes(ctx context.Context, e *Engine, l *layout) {
 			e.again(conns[i], ps, ack)
 		}
 		conns[i].close()
-		dones[i]()
 	}
 	for _, ps := range byNode {
 		for j := range ps {

@@ -192,20 +192,22 @@ func TestRW_WatchdogPerHold(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
-		watched, err := e.TryRLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond, Watchdog: true})
+		// Leases of 1 s, watched for 3: at a load of 10 here, 300 ms ones
+		// were lost now and then.
+		watched, err := e.TryRLock(ctx, "wd", LockOptions{TTL: time.Second, Watchdog: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		dead, err := engine(s).TryRLock(ctx, "wd", LockOptions{TTL: 300 * time.Millisecond})
+		dead, err := engine(s).TryRLock(ctx, "wd", LockOptions{TTL: time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(time.Second)
+		time.Sleep(3 * time.Second)
 		if held, err := watched.Held(ctx); !held || err != nil {
-			t.Errorf("the watched reader after 1s of 300ms leases: Held = %v, %v", held, err)
+			t.Errorf("the watched reader after 3s of 1s leases: Held = %v, %v", held, err)
 		}
 		if held, err := dead.Held(ctx); held || err != nil {
-			t.Errorf("the dead reader after 1s: Held = %v, %v; want lapsed", held, err)
+			t.Errorf("the dead reader after 3s: Held = %v, %v; want lapsed", held, err)
 		}
 		select {
 		case <-watched.Lost():

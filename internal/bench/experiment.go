@@ -11,7 +11,9 @@
 // ratios, their range (min–max), and a verdict: "met" or "MISSED" when
 // every round falls on the same side of the goal, "within noise" when the
 // range straddles it, "not measured" (with why) when a contender could not
-// measure here. Beside the wall-clock figures a row shows, on
+// measure here. Every round prints a line of progress (Progressf), and a
+// ticker says what runs after Quiet of silence. Beside the wall-clock
+// figures a row shows, on
 // redis-server, the server's own: command time (INFO commandstats) and CPU
 // (INFO cpu) per operation, and the clients' CPU where it was measured.
 //
@@ -40,14 +42,18 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"slices"
 	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gomodule/redigo/redis"
 )
 
 // ---------------------------------------------------------------------------
@@ -167,6 +173,7 @@ type side struct {
 // NewExperiment is an experiment whose rounds read the server through env.
 func NewExperiment(b *testing.B, env *Env) *Experiment {
 	b.Helper()
+	Doing("%s, setting up", b.Name())
 	return &Experiment{B: b, Env: env, Rounds: Rounds(), figs: figures{},
 		ops: map[string]int{}, why: map[string]string{}}
 }
@@ -203,6 +210,7 @@ func (x *Experiment) Run() {
 	}
 	share := x.Budget.share(passes)
 	for i := 0; i < x.Rounds; i++ {
+		Progressf("%s round %d/%d", x.B.Name(), i+1, x.Rounds)
 		rs := map[string]*Round{}
 		for p := 0; p < passes; p++ {
 			order := slices.Clone(x.sides)
@@ -219,11 +227,13 @@ func (x *Experiment) Run() {
 					rs[s.name] = r
 				}
 				r.Pass, r.Last = p, p == passes-1
+				Doing("%s round %d/%d, %s", x.B.Name(), i+1, x.Rounds, s.name)
 				x.visit(s, r)
 			}
 		}
 	}
-	x.report()
+	quietly(x.report)
+	Doing("after %s, between benchmarks", x.B.Name())
 }
 
 // visit runs one visit of a contender's round and files what it gave.
@@ -239,17 +249,58 @@ func (x *Experiment) visit(s side, r *Round) {
 		// table says what went wrong.
 		x.why[s.name] = fmt.Sprintf("failed in round %d: %v", r.Index+1, err)
 		delete(x.figs, s.name)
-	case errors.Is(err, context.DeadlineExceeded):
-		// The benchmarks wait minutes and lease for seconds: a call that
-		// runs out of time (an Unlock bounded by a release timeout) tells
-		// of a machine too busy to answer in time.
-		x.why[s.name] = fmt.Sprintf("a call ran out of time on a busy machine (round %d): %v", r.Index+1, err)
+	case err != nil && Trouble(err) != "":
+		// The machine's trouble, not the library's: the rows say so, and
+		// the run goes on.
+		x.why[s.name] = fmt.Sprintf("%s (round %d): %v", Trouble(err), r.Index+1, err)
 		delete(x.figs, s.name)
 	case err != nil:
+		notMeasured(x.B.Name()+"/"+s.name, fmt.Sprintf("failed in round %d (its --- FAIL above): %v", r.Index+1, err))
 		x.B.Fatalf("%s, round %d: %v", s.name, r.Index+1, err)
 	case r.Last:
 		x.keep(s.name, r.Index, r.figs)
 	}
+}
+
+// Trouble says, for an error that tells of the machine rather than of the
+// library, what went wrong, in a few words; "" for any other error. The
+// benchmarks wait minutes and lease for seconds: a call that runs out of
+// time (an Unlock bounded by a release timeout) tells of a machine too
+// busy to answer in time; a server that refuses a connection (its
+// maxclients), runs out of memory or drops connections tells of the
+// server it runs on.
+func Trouble(err error) string {
+	if err == nil {
+		return ""
+	}
+	msg := err.Error()
+	has := func(s ...string) bool {
+		for _, s := range s {
+			if strings.Contains(msg, s) {
+				return true
+			}
+		}
+		return false
+	}
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return "a call ran out of time on a busy machine"
+	case has("max number of clients reached"):
+		return "the server refused a connection (its maxclients)"
+	case errors.Is(err, redis.ErrPoolExhausted), has("connection pool exhausted"):
+		return "the pool had no connection to give"
+	case has("OOM command not allowed"):
+		return "the server ran out of memory (its maxmemory)"
+	case has("LOADING ", "BUSY "):
+		return "the server was busy loading or running a script"
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ECONNRESET), errors.Is(err, syscall.EPIPE),
+		has("connection refused", "connection reset", "broken pipe"):
+		return "a connection to the server failed"
+	case errors.As(err, &ne) && ne.Timeout(), has("i/o timeout"):
+		return "a read from the server ran out of time on a busy machine"
+	}
+	return ""
 }
 
 // keep files round i's figures of a contender, NaN for a unit it lacks.
@@ -383,9 +434,10 @@ type figures map[string]map[string][]float64
 // cannotMeasure is a round's error that says the contender cannot measure
 // here (a machine too busy for the round to finish in its time, a server
 // without what it needs), not that something is wrong: the rows that use
-// it say why, and the run goes on. So does an error that wraps
-// context.DeadlineExceeded; any other error fails the benchmark (unless
-// the experiment is Tolerant).
+// it say why, and the run goes on. So does an error of the machine
+// rather than of the library (Trouble: a call out of time, a server that
+// refuses a connection); any other error fails the benchmark (unless the
+// experiment is Tolerant).
 type cannotMeasure struct{ why string }
 
 func (c *cannotMeasure) Error() string { return "cannot measure: " + c.why }

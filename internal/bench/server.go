@@ -18,9 +18,10 @@ import (
 
 // Server is the server the benchmarks measure.
 type Server struct {
-	Addr string
-	Mini bool   // miniredis: no server figures, fewer rounds
-	Name string // for the verdict table's heading
+	Addr       string
+	Mini       bool   // miniredis: no server figures, fewer rounds
+	Name       string // for the verdict table's heading
+	MaxClients int    // its maxclients (CONFIG GET), 0 where it does not say
 }
 
 // chosen is the server that PickServer chose (or a test set): what the
@@ -61,8 +62,47 @@ func PickServer() (s Server, stop func(), err error) {
 		fmt.Printf("bench server: miniredis (%s): figures measure miniredis's Go Lua interpreter, not Redis\n", why)
 		stop = m.Close
 	}
+	s.MaxClients = maxClients(s.Addr)
 	chosen = s
 	return s, stop, nil
+}
+
+// maxClients is the server's maxclients (CONFIG GET maxclients), or 0
+// where it does not answer (miniredis, a server whose ACL forbids CONFIG).
+func maxClients(addr string) int {
+	c, err := redis.Dial("tcp", addr)
+	if err != nil {
+		return 0
+	}
+	defer c.Close()
+	v, err := redis.Strings(c.Do("CONFIG", "GET", "maxclients"))
+	if err != nil || len(v) != 2 {
+		return 0
+	}
+	n, _ := strconv.Atoi(v[1])
+	return n
+}
+
+// PoolLimit is the most connections one pool of the benchmarks opens: an
+// eighth of the server's maxclients, at most 512 and at least 8 (a
+// server that does not say: 512), so that the pools a run holds at once
+// (an experiment's, the setup's, a benchmark's own, the engines' wake
+// subscriptions) stay well below maxclients on any server. A benchmark
+// needs fewer: 64 clients in its largest crowd; 10,000 locks renewed
+// through one pool queue for its connections.
+func PoolLimit() int {
+	if chosen.MaxClients <= 0 {
+		return 512
+	}
+	return min(max(chosen.MaxClients/8, 8), 512)
+}
+
+// Limit gives p the benchmarks' PoolLimit and has a caller that finds
+// every connection busy wait for one (Wait), rather than fail; it
+// returns p.
+func Limit(p *redis.Pool) *redis.Pool {
+	p.MaxActive, p.Wait = PoolLimit(), true
+	return p
 }
 
 // Env is an experiment's connections to the chosen server: Pool, whose
@@ -75,12 +115,13 @@ type Env struct {
 }
 
 // NewEnv opens an Env on the chosen server, with up to maxIdle idle
-// connections in its pool, and closes it when b ends.
+// connections in its pool and at most PoolLimit in all (a caller waits
+// for one), and closes it when b ends.
 func NewEnv(b testing.TB, maxIdle int) *Env {
 	b.Helper()
 	addr := chosen.Addr
 	env := &Env{Sent: new(atomic.Int64)}
-	env.Pool = &redis.Pool{
+	env.Pool = Limit(&redis.Pool{
 		MaxIdle:     maxIdle,
 		IdleTimeout: time.Minute,
 		Dial: func() (redis.Conn, error) {
@@ -90,7 +131,7 @@ func NewEnv(b testing.TB, maxIdle int) *Env {
 			}
 			return countedConn{c, env.Sent}, nil
 		},
-	}
+	})
 	admin, err := redis.Dial("tcp", addr)
 	if err != nil {
 		b.Fatal(err)

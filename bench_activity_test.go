@@ -88,13 +88,13 @@ func BenchmarkActivityMark(b *testing.B) {
 	}
 	e, ctx := x.env.engine(), context.Background()
 	if err := denseShard(ctx, e, "g", "d"); err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	if _, err := (v3{e}).index(ctx, "g3", "d", 0); err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	if _, err := e.eval(ctx, e.group("g3"), scriptBitsMark, v3{e}.shardKey("g3", 0, ":d"), 0, 0); err != nil { // v3's first mark makes the shard
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	r := rand.New(rand.NewPCG(7, 7))
 	ids := make([]int64, 100_000)
@@ -102,7 +102,7 @@ func BenchmarkActivityMark(b *testing.B) {
 		ids[i] = r.Int64()
 	}
 	if err := e.MarkActiveMany(ctx, "s", "d", ids...); err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	for i := range ids[:1024] {
 		ids[i] = r.Int64N(1 << 20)
@@ -169,9 +169,7 @@ const seedDay = 100_000_000
 // (BENCH_SEED_SCALE=1), and skips b with the reason when they do not.
 func seedScale(b *testing.B) {
 	if os.Getenv("BENCH_SEED_SCALE") != "1" {
-		msg := b.Name() + " skipped: the seed's scale (7 days of 100 million ids, about 180 MB on the server; 10^7 ids a group) runs with BENCH_SEED_SCALE=1"
-		fmt.Println(msg)
-		b.Skip(msg)
+		bench.Skip(b, "the seed's scale (7 days of 100 million ids, about 180 MB on the server; 10^7 ids a group) runs with BENCH_SEED_SCALE=1")
 	}
 }
 
@@ -293,7 +291,7 @@ func BenchmarkActivityMemory(b *testing.B) {
 		return
 	}
 	newPool := func() (Pool, func()) {
-		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16}
+		p := bench.Limit(&redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16})
 		return p, func() { p.Close() }
 	}
 	admin := x.env.Admin
@@ -302,7 +300,7 @@ func BenchmarkActivityMemory(b *testing.B) {
 		return err
 	}
 	if err := warmActivity(newPool, x.env.ns, set, admin); err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	for _, n := range activitySizes() {
 		r := rand.New(rand.NewPCG(uint64(n), 5))
@@ -408,9 +406,7 @@ func errors2(a, b error) error {
 func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 	seeds := testserver.ClusterSeeds()
 	if len(seeds) == 0 {
-		msg := b.Name() + " skipped: REDIS_CLUSTER_ADDRS not set"
-		fmt.Println(msg)
-		b.Skip(msg)
+		bench.Skip(b, "REDIS_CLUSTER_ADDRS not set")
 	}
 	s := testcluster.New(b, seeds)
 	var conns []redis.Conn
@@ -421,7 +417,7 @@ func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 		return err
 	})
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	b.Cleanup(func() {
 		for _, c := range conns {
@@ -431,7 +427,7 @@ func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 	x := newExperiment(b)
 	x.Rounds = 1
 	newPool := func() (Pool, func()) {
-		c := testcluster.Client(b, seeds)
+		c := benchCluster(b, seeds)
 		return testcluster.Pool{Cluster: c}, func() { c.Close() }
 	}
 	set := func(i int, v string) error {
@@ -439,7 +435,7 @@ func BenchmarkActivitySnowflakeCluster(b *testing.B) {
 		return err
 	}
 	if err := warmActivity(newPool, s.NS, set, conns...); err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	for _, n := range activitySizes() {
 		ids := snowflakeIDs(rand.New(rand.NewPCG(uint64(n), 6)), n)
@@ -510,7 +506,7 @@ func fillSeedDays(b *testing.B, newEngine func() (*Engine, func(cmd string, args
 		period := "day" + strconv.Itoa(d)
 		before, err := allocated(conns...)
 		if err != nil {
-			b.Fatal(err)
+			bench.Check(b, err)
 		}
 		e, admin, done := newEngine()
 		var marks []int64
@@ -520,7 +516,7 @@ func fillSeedDays(b *testing.B, newEngine func() (*Engine, func(cmd string, args
 			}
 		}
 		if err := e.MarkActiveMany(ctx, group, period, marks...); err != nil {
-			b.Fatal(err)
+			bench.Check(b, err)
 		}
 		for _, s := range shards {
 			pl := placeOf(s * activeShardIDs)
@@ -529,7 +525,7 @@ func fillSeedDays(b *testing.B, newEngine func() (*Engine, func(cmd string, args
 			}
 			key := leafKey(e.group(group).partPrefix(pl.part()), nodeOf(pl.h, 41), period)
 			if _, err := admin("SETRANGE", key, 0, day[s*shardBytes:min(int64(len(day)), (s+1)*shardBytes)]); err != nil {
-				b.Fatal(err)
+				bench.Check(b, err)
 			}
 		}
 		done()
@@ -537,22 +533,22 @@ func fillSeedDays(b *testing.B, newEngine func() (*Engine, func(cmd string, args
 			time.Sleep(200 * time.Millisecond) // the server frees closed clients' buffers
 			after, err := allocated(conns...)
 			if err != nil {
-				b.Fatal(err)
+				bench.Check(b, err)
 			}
 			grew = append(grew, after-before)
 		}
 		e, admin, done = newEngine()
 		old := v3{e}
 		if _, err := old.index(ctx, group+"-v3", period, shards...); err != nil {
-			b.Fatal(err)
+			bench.Check(b, err)
 		}
 		for _, s := range shards {
 			key := old.shardKey(group+"-v3", s, ":"+period)
 			if _, err := e.eval(ctx, e.group(group+"-v3"), scriptBitsMark, key, 0, 0); err != nil { // made whole
-				b.Fatal(err)
+				bench.Check(b, err)
 			}
 			if _, err := admin("SETRANGE", key, 0, day[s*shardBytes:min(int64(len(day)), (s+1)*shardBytes)]); err != nil {
-				b.Fatal(err)
+				bench.Check(b, err)
 			}
 		}
 		done()
@@ -581,7 +577,7 @@ func BenchmarkActivitySeedDay(b *testing.B) {
 	}
 	const days = 7
 	newEngine := func() (*Engine, func(cmd string, args ...any) (any, error), func()) {
-		p := &redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16}
+		p := bench.Limit(&redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16})
 		admin := func(cmd string, args ...any) (any, error) {
 			c := p.Get()
 			defer c.Close()
@@ -633,9 +629,7 @@ func BenchmarkActivitySeedDayCluster(b *testing.B) {
 	seedScale(b)
 	seeds := testserver.ClusterSeeds()
 	if len(seeds) == 0 {
-		msg := b.Name() + " skipped: REDIS_CLUSTER_ADDRS not set"
-		fmt.Println(msg)
-		b.Skip(msg)
+		bench.Skip(b, "REDIS_CLUSTER_ADDRS not set")
 	}
 	const days = 7
 	s := testcluster.New(b, seeds)
@@ -643,7 +637,7 @@ func BenchmarkActivitySeedDayCluster(b *testing.B) {
 	fillSeedDays(b, func() (*Engine, func(string, ...any) (any, error), func()) { return e, s.Do, func() {} }, "seed", days)
 	owners, err := testcluster.SlotOwners(testcluster.Of(s))
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	spread, spread3 := map[string]int{}, map[string]int{}
 	for shard := int64(0); shard*activeShardIDs < seedDay; shard++ {
@@ -691,7 +685,7 @@ func BenchmarkActivityRandomWeek(b *testing.B) {
 		ids := universe[:1_000_000]
 		for i := 0; i < len(ids); i += 100_000 {
 			if err := e.MarkActiveMany(ctx, "week", period, ids[i:i+100_000]...); err != nil {
-				b.Fatal(err)
+				bench.Check(b, err)
 			}
 		}
 		for _, id := range ids {

@@ -12,6 +12,7 @@ import (
 	"github.com/atomicredis/atomicredis/internal/testcluster"
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
+	"github.com/mna/redisc"
 )
 
 // The cluster's rows in the verdict table (printVerdicts): the same one
@@ -46,20 +47,20 @@ func init() {
 func BenchmarkCluster(b *testing.B) {
 	seeds := testserver.ClusterSeeds()
 	if len(seeds) == 0 {
-		b.Skip("REDIS_CLUSTER_ADDRS not set: no cluster to compare with")
+		bench.Skip(b, "REDIS_CLUSTER_ADDRS not set: no cluster to compare with")
 	}
 	if benchMini {
-		b.Skip("the single-node side needs redis-server, not miniredis")
+		bench.Skip(b, "the single-node side needs redis-server, not miniredis")
 	}
 	// 30 names served by one primary: the single side dials it directly.
-	rc := testcluster.Client(b, seeds)
+	rc := benchCluster(b, seeds)
 	owners, err := testcluster.SlotOwners(rc)
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	primaries, err := testcluster.Primaries(rc)
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	node := owners[keySlot("bench0")]
 	var names []string
@@ -100,7 +101,7 @@ func BenchmarkCluster(b *testing.B) {
 		// plain *redis.Pool: what the cluster side costs beyond it is
 		// redisc's and the binding's.
 		{"single", node, func(b *testing.B) (Pool, string, func() int64) {
-			pool := newPool(b, node)
+			pool := bench.Limit(newPool(b, node))
 			pool.MaxIdle = 128
 			ns := testNamespace()
 			clean(b, ns)
@@ -109,7 +110,7 @@ func BenchmarkCluster(b *testing.B) {
 		{"cluster", node, func(b *testing.B) (Pool, string, func() int64) {
 			ns := testNamespace()
 			clean(b, ns)
-			return testcluster.Pool{Cluster: testcluster.Client(b, seeds)}, ns, func() int64 { return movedReplies(b, primaries) }
+			return testcluster.Pool{Cluster: benchCluster(b, seeds)}, ns, func() int64 { return movedReplies(b, primaries) }
 		}},
 		// The bench server (no cluster, no replica), for reference.
 		{"standalone", benchAddr, func(b *testing.B) (Pool, string, func() int64) {
@@ -133,7 +134,7 @@ func BenchmarkCluster(b *testing.B) {
 		{"suggest", 1, func(b *testing.B, e *Engine) {
 			for _, n := range names {
 				if err := e.AddMembers(context.Background(), n, members...); err != nil {
-					b.Fatal(err)
+					bench.Check(b, err)
 				}
 			}
 		}, func(e *Engine, name, prefix string) error {
@@ -155,12 +156,12 @@ func BenchmarkCluster(b *testing.B) {
 			op.setup(b, e)
 			for _, n := range names { // warm: the scripts loaded
 				if err := op.run(e, n, members[0][:2]); err != nil {
-					b.Fatal(err)
+					bench.Check(b, err)
 				}
 			}
 			admin, err := redis.Dial("tcp", sd.server)
 			if err != nil {
-				b.Fatal(err)
+				bench.Check(b, err)
 			}
 			b.Cleanup(func() { admin.Close() })
 			x.Add(op.name+"/"+sd.name, func(r *bench.Round) error {
@@ -208,7 +209,30 @@ func BenchmarkCluster(b *testing.B) {
 func movedReplies(b *testing.B, primaries []string) int64 {
 	n, err := testcluster.MovedReplies(primaries)
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	return n
+}
+
+// benchCluster is a redisc client of the cluster at seeds, as
+// testcluster.Client, whose pool of each node is bounded
+// (bench.PoolLimit: callers wait for a connection) and closed when b ends.
+func benchCluster(b *testing.B, seeds []string) *redisc.Cluster {
+	b.Helper()
+	c := &redisc.Cluster{
+		StartupNodes: seeds,
+		DialOptions:  []redis.DialOption{redis.DialConnectTimeout(time.Second)},
+		CreatePool: func(addr string, opts ...redis.DialOption) (*redis.Pool, error) {
+			return bench.Limit(&redis.Pool{
+				MaxIdle:     64,
+				IdleTimeout: time.Minute,
+				Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", addr, opts...) },
+			}), nil
+		},
+	}
+	if err := c.Refresh(); err != nil {
+		bench.Check(b, fmt.Errorf("cluster at %v: %w", seeds, err))
+	}
+	b.Cleanup(func() { c.Close() })
+	return c
 }

@@ -27,7 +27,7 @@ func BenchmarkElectionObserve(b *testing.B) {
 	defer closeAll(leaderEngine, watcher)()
 	lead, err := leaderEngine.Election("bench", LockOptions{TTL: time.Second}).Campaign(ctx, "v0") // a new election: waits a lease
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	defer lead.Unlock(ctx)
 	octx, stop := context.WithCancel(ctx)
@@ -77,16 +77,16 @@ func BenchmarkElectionObserve(b *testing.B) {
 	// A leader nobody observes: its SetOwner publishes nothing.
 	lone, err := leaderEngine.Election("bench-lone", LockOptions{TTL: time.Second}).Campaign(ctx, "v0")
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	defer lone.Unlock(ctx)
 	if err := lone.Extend(ctx, time.Hour); err != nil { // past any run's rounds
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	// A plain lock's SetOwner: no observers to publish to.
 	plain, err := leaderEngine.TryLock(ctx, "bench-plain", LockOptions{TTL: time.Hour})
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	defer plain.Unlock(ctx)
 	x.AddOps("lock-set-owner", func(i int) error { return plain.SetOwner(ctx, strconv.Itoa(i)) })
@@ -110,13 +110,13 @@ func BenchmarkElectionObserve(b *testing.B) {
 	// process, timed as a change is. What a change costs above it is ours.
 	subConn, err := redis.Dial("tcp", benchAddr)
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	sub := redis.PubSubConn{Conn: subConn}
 	defer subConn.Close() // ends the reading goroutine
 	floorChannel := x.env.ns + "bench-floor"
 	if err := sub.Subscribe(floorChannel); err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	if _, ok := sub.Receive().(redis.Subscription); !ok {
 		b.Fatal("no subscription")
@@ -180,7 +180,7 @@ func BenchmarkElectionObserve(b *testing.B) {
 		x.Add("lease-end", func(r *bench.Round) error {
 			proxy := startProxy(b, benchAddr, faults{})
 			defer proxy.close()
-			pool := newPool(b, proxy.addr())
+			pool := bench.Limit(newPool(b, proxy.addr()))
 			dying := New(pool, WithNamespace(x.env.ns))
 			defer dying.Close(ctx)
 			name := "bench-end"

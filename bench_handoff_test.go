@@ -708,7 +708,7 @@ func addLatencies(r *bench.Round, ds []time.Duration) {
 // polling's (its server is busy).
 func BenchmarkWaitIdleCPU(b *testing.B) {
 	if benchMini {
-		b.Skip("miniredis reports no CPU")
+		bench.Skip(b, "miniredis reports no CPU")
 	}
 	x := newExperiment(b)
 	e, ctx := x.env.engine(), context.Background()

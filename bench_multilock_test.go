@@ -146,10 +146,10 @@ func BenchmarkLockAll(b *testing.B) {
 		x.Skip("cluster-4-locks", "the main job runs on miniredis")
 		x.Skip("cluster-4-locks-at-once", "the main job runs on miniredis")
 	default:
-		rc := testcluster.Client(b, seeds)
+		rc := benchCluster(b, seeds)
 		owners, err := testcluster.SlotOwners(rc)
 		if err != nil {
-			b.Fatal(err)
+			bench.Check(b, err)
 		}
 		// 4 names on 3 primaries: two on one, one on each other.
 		byNode := map[string][]string{}

@@ -65,7 +65,7 @@ func BenchmarkWaitCartCrowd(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		maxActive int
-	}{{"pool-64", 64}, {"unlimited", 1000}} {
+	}{{"pool-64", 64}, {"unlimited", bench.PoolLimit()}} { // the limit: more than the 50 workers use
 		x.Add(c.name, func(r *bench.Round) error { return cartRound(r, x.env, c.maxActive) })
 	}
 	x.Run()
@@ -342,16 +342,14 @@ func infoInt(info, field string) int64 {
 func BenchmarkWaitCluster(b *testing.B) {
 	seeds := testserver.ClusterSeeds()
 	if len(seeds) == 0 {
-		msg := b.Name() + " skipped: REDIS_CLUSTER_ADDRS not set"
-		fmt.Println(msg)
-		b.Skip(msg)
+		bench.Skip(b, "REDIS_CLUSTER_ADDRS not set")
 	}
 	x := newExperiment(b)
 	x.Rounds = 1
 	s := testcluster.New(b, seeds)
 	nodes, err := clusterNodes(testcluster.Of(s))
 	if err != nil {
-		b.Fatal(err)
+		bench.Check(b, err)
 	}
 	x.Add("handoff", func(r *bench.Round) error {
 		e := engine(s)

@@ -64,10 +64,10 @@ func BenchmarkRenew(b *testing.B) {
 	if seeds := testserver.ClusterSeeds(); len(seeds) == 0 || benchMini {
 		x.Skip("cluster", "REDIS_CLUSTER_ADDRS not set, or miniredis")
 	} else {
-		cp := &countingCluster{Pool: testcluster.Pool{Cluster: testcluster.Client(b, seeds)}}
+		cp := &countingCluster{Pool: testcluster.Pool{Cluster: benchCluster(b, seeds)}}
 		primaries, err := testcluster.Primaries(cp.Pool.Cluster)
 		if err != nil {
-			b.Fatal(err)
+			bench.Check(b, err)
 		}
 		ns := testNamespace()
 		b.Cleanup(func() {

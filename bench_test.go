@@ -29,7 +29,7 @@ func benchSetup(b testing.TB) (*countingPool, string) {
 	if benchAddr == "" {
 		b.Fatal("no bench server (TestMain did not run with -bench or -market)")
 	}
-	p := &countingPool{Pool: newPool(b, benchAddr)}
+	p := &countingPool{Pool: bench.Limit(newPool(b, benchAddr))}
 	p.MaxIdle = 128
 	ns := testNamespace()
 	b.Cleanup(func() {
@@ -659,7 +659,7 @@ func BenchmarkSuggestRecent(b *testing.B) {
 		}
 		names = append(names, sb.String())
 		if err := e.AddRecent(ctx, "bench", sb.String()); err != nil {
-			b.Fatal(err)
+			bench.Check(b, err)
 		}
 	}
 	queries := make([]string, 64)

@@ -11,7 +11,10 @@
 // ratios, their range (min–max), and a verdict: "met" or "MISSED" when
 // every round falls on the same side of the goal, "within noise" when the
 // range straddles it, "not measured" (with why) when a contender could not
-// measure here. Every round prints a line of progress (Progressf), and a
+// measure here; a goal is a claim of the library, a target not yet
+// reached (Target.Aim: "target: not yet" where a claim would be MISSED),
+// or the bound Redis allows (Target.Bounded). Every row is shown, whatever
+// it measured. Every round prints a line of progress (Progressf), and a
 // ticker says what runs after Quiet of silence. Beside the wall-clock
 // figures a row shows, on
 // redis-server, the server's own: command time (INFO commandstats) and CPU

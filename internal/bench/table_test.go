@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"flag"
 	"strings"
 	"testing"
 )
@@ -42,23 +43,91 @@ func TestVerdictRows(t *testing.T) {
 		{row("BenchmarkT/a", "BenchmarkT/b", "", 0), "reported", "0.500–2.000 (3)"},
 		{Row("t", [2]string{"BenchmarkT/a", "x"}, [2]string{}, "<=", 3), "met", "1.00–3.00 (3)"},
 		{row("BenchmarkT/a", "BenchmarkT/c", ">=", 1), "not measured", ""},
+		// A target is not a claim: short of it is "not yet", never MISSED.
+		{row("BenchmarkT/a", "BenchmarkT/b", ">=", 3).Aim(), "target: not yet", "target ≥ 3×"},
+		{row("BenchmarkT/a", "BenchmarkT/b", ">=", 1).Aim(), "target: within noise", "1.111×"},
+		{row("BenchmarkT/a", "BenchmarkT/b", ">=", 0.4).Aim(), "target met", "0.500–2.000 (3)"},
+		// A bound is judged as a claim, its goal numbered for its note.
+		{row("BenchmarkT/a", "BenchmarkT/b", ">=", 3).Bounded(0.4, "why"), "met", "≥ 0.4× (1)"},
 	} {
-		line, below, ok := table.verdictRow(c.row)
-		if !ok || !strings.HasSuffix(line, c.want) || !strings.Contains(line, c.also) {
-			t.Errorf("%v: %q (%q, %v); want verdict %q with %q", c.row, line, below, ok, c.want, c.also)
+		line, below, verdict := table.verdictRow(c.row, 1)
+		if verdict != c.want || !strings.HasSuffix(line, c.want) || !strings.Contains(line, c.also) {
+			t.Errorf("%v: %q (%q, %v); want verdict %q with %q", c.row, line, below, verdict, c.want, c.also)
 		}
 	}
 	for den, want := range map[string]string{"BenchmarkT/c": "T/c: too busy (round 2)", "BenchmarkT/d": "T/d: failed in round 2: boom"} {
-		if _, below, _ := table.verdictRow(row("BenchmarkT/a", den, ">=", 1)); below != want {
+		if _, below, _ := table.verdictRow(row("BenchmarkT/a", den, ">=", 1), 0); below != want {
 			t.Errorf("not measured: %q, want %q", below, want)
 		}
 	}
-	if _, _, ok := table.verdictRow(row("BenchmarkT/a", "BenchmarkT/none", ">=", 1)); ok {
-		t.Error("a row whose benchmark did not run is shown")
-	}
-	if line, _, _ := table.verdictRow(row("BenchmarkT/a", "BenchmarkT/b", ">=", 1)); !strings.HasPrefix(line, "t"+strings.Repeat(" ", 55)+"    1.111×") {
+	if line, _, _ := table.verdictRow(row("BenchmarkT/a", "BenchmarkT/b", ">=", 1), 0); !strings.HasPrefix(line, "t"+strings.Repeat(" ", 55)+"    1.111×  0.500–2.000 (3)              ≥ 1×  within noise") {
 		t.Errorf("columns: %q", line)
 	}
+}
+
+// Every row is in the table whatever it measured, and one that cannot be
+// judged says why: its benchmark skipped, not selected by -bench, or not
+// reporting the unit; a bound's note is printed under the table; a last
+// line counts the verdicts.
+func TestTableShowsEveryRow(t *testing.T) {
+	withRounds(t, map[string]map[string][]float64{
+		"BenchmarkT/a": {"ns/op": {100, 100, 100}},
+		"BenchmarkT/b": {"ns/op": {50, 90, 200}},
+	}, map[string]string{})
+	benchRounds.Lock()
+	benchRounds.skipped["BenchmarkSeed"] = "runs with SEED=1"
+	benchRounds.Unlock()
+	benchFlag(t, "BenchmarkT|BenchmarkSeed|BenchmarkGone")
+	row := func(what, num, den string, op string, want float64) Target {
+		return Row(what, [2]string{num, "ns/op"}, [2]string{den, "ns/op"}, op, want)
+	}
+	rows := []Target{
+		row("judged", "BenchmarkT/a", "BenchmarkT/b", ">=", 0.4),
+		row("skipped", "BenchmarkSeed/x", "BenchmarkT/b", ">=", 1),
+		row("unselected", "BenchmarkOther/x", "", "<=", 1),
+		row("gone", "BenchmarkGone/x", "", "<=", 1),
+		Row("no such unit", [2]string{"BenchmarkT/a", "p99-ms"}, [2]string{}, "<=", 1),
+		row("bounded", "BenchmarkT/a", "BenchmarkT/b", ">=", 3).Bounded(0.4, "Redis orders replies per connection only."),
+		row("aimed", "BenchmarkT/a", "BenchmarkT/b", ">=", 3).Aim(),
+	}
+	var out strings.Builder
+	Table{Width: 20}.Print(&out, rows)
+	got := out.String()
+	for _, want := range []string{
+		"judged ", "met\n",
+		"skipped ", "not measured\n    BenchmarkSeed skipped: runs with SEED=1\n",
+		"unselected ", "BenchmarkOther not run in this invocation (-bench \"BenchmarkT|BenchmarkSeed|BenchmarkGone\" does not select it)",
+		"gone ", "BenchmarkGone/x reported nothing here",
+		"no such unit ", "T/a measured no p99-ms here",
+		"≥ 0.4× (1)", "\n(1) Redis orders replies per connection only.\n",
+		"target ≥ 3×  target: not yet\n",
+		"7 rows: 2 met, 1 target: not yet, 4 not measured\n",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "not shown") || strings.Contains(got, "MISSED\n") {
+		t.Errorf("a row hidden, or a target reported as MISSED:\n%s", got)
+	}
+	for _, r := range rows {
+		if !strings.Contains(got, r.What+" ") {
+			t.Errorf("row %q not shown:\n%s", r.What, got)
+		}
+	}
+}
+
+// benchFlag sets -test.bench for the test's length (registering it where
+// the test binary has none).
+func benchFlag(t *testing.T, pattern string) {
+	f := flag.Lookup("test.bench")
+	if f == nil {
+		flag.String("test.bench", "", "")
+		f = flag.Lookup("test.bench")
+	}
+	saved := f.Value.String()
+	f.Value.Set(pattern)
+	t.Cleanup(func() { f.Value.Set(saved) })
 }
 
 // Below a row: its own figures, then the server's command time and CPU and

@@ -41,7 +41,7 @@ func init() {
 		bench.Row("a day of 10^5 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e5", "top-share"}, [2]string{}, "<=", 0.5),
 		bench.Row("a day of 10^6 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e6", "top-share"}, [2]string{}, "<=", 0.5),
 		bench.Row("a day of 10^7 snowflake ids: most bytes on one primary", [2]string{"BenchmarkActivitySnowflakeCluster/1e7", "top-share"}, [2]string{}, "<=", 0.5),
-		bench.Row("7 periods of 10^6 random ids: CountActive ns", [2]string{"BenchmarkActivityRandomWeek/or", "ns/op"}, [2]string{}, "<=", 1e9),
+		bench.Row("7 periods of 10^6 random ids: CountActive ns", [2]string{"BenchmarkActivityRandomWeek/or", "ns/op"}, [2]string{}, "<=", 1e9).Aim(),
 		bench.Row("7 periods of 10^6 random ids: CountActiveAll ns", [2]string{"BenchmarkActivityRandomWeek/and", "ns/op"}, [2]string{}, "<=", 1e9),
 		bench.Row("7 periods of 10^6 random ids: longest count script, ms", [2]string{"BenchmarkActivityRandomWeek/scripts", "max-script-ms"}, [2]string{}, "<=", 5),
 		bench.Row("a day of 10^8 dense ids: MB (total.allocated)", [2]string{"BenchmarkActivitySeedDay/memory", "MB/day"}, [2]string{}, "<=", 12.6),

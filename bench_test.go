@@ -145,8 +145,8 @@ func measureAllocs(r *bench.Round, op func(int) error) error {
 func init() {
 	targets = append(targets,
 		bench.Row("lock cycle: observer (doing nothing) time ÷ none", [2]string{"BenchmarkLock/lua+observer", "ns/op"}, [2]string{"BenchmarkLock/lua", "ns/op"}, "<=", 1.05),
-		bench.Row("lock cycle: server µs ÷ v1's scripts", [2]string{"BenchmarkLock/lua", "srv-us/op"}, [2]string{"BenchmarkLock/v1", "srv-us/op"}, "<=", 1.0),
-		bench.Row("lock cycle: allocations", [2]string{"BenchmarkLock/lua", "allocs/op"}, [2]string{}, "<=", 20),
+		bench.Row("lock cycle: server µs ÷ v1's scripts", [2]string{"BenchmarkLock/lua", "srv-us/op"}, [2]string{"BenchmarkLock/v1", "srv-us/op"}, "<=", 1.0).Aim(),
+		bench.Row("lock cycle: allocations", [2]string{"BenchmarkLock/lua", "allocs/op"}, [2]string{}, "<=", 20).Aim(),
 	)
 }
 
@@ -160,13 +160,28 @@ func opRounds() int {
 }
 
 // BenchmarkLockContended: 16 goroutines on one lock name, like the book's
-// Table 11.2; acquisitions/s, and tries per acquisition of the book's lock.
+// Table 11.2; acquisitions/s, and tries per acquisition: the book's
+// lock's SETNX tries; the engine's, 1 + the share of Lock calls that
+// queued (its one try, then a wait for the handoff). Rounds of at least 600 acquisitions
+// each, at least 7 of them: at -benchtime 300x a round of 60, a few
+// milliseconds of 16 goroutines, moved by any hiccup of the machine by
+// more than the ratio's distance from its goal.
 func BenchmarkLockContended(b *testing.B) {
 	const clients = 16
 	x := newExperiment(b)
-	x.Rounds = max(x.Rounds, opRounds())
+	x.Rounds = max(x.Rounds, opRounds()+2)
+	x.Budget = bench.RoundBudget(x.Rounds)
+	if x.Budget.N > 0 && !benchMini {
+		x.Budget.N = max(x.Budget.N, 600)
+	}
 	x.Show = []string{"ns/op", "acq/s", "tries/acq", "cpu-us/op"}
-	e, ctx := x.env.engine(), context.Background()
+	ctx := context.Background()
+	var queued atomic.Int64
+	e := New(x.env.Pool, WithNamespace(x.env.ns), WithObserver(func(ev Event) {
+		if ev.Type == EventQueued {
+			queued.Add(1)
+		}
+	}))
 	x.Add("lua", func(r *bench.Round) error {
 		return contended(r, clients, func(int) error {
 			l, err := e.Lock(ctx, "bench", LockOptions{Wait: time.Minute})
@@ -174,7 +189,7 @@ func BenchmarkLockContended(b *testing.B) {
 				return err
 			}
 			return l.Unlock(ctx)
-		}, nil)
+		}, &queued)
 	})
 	x.Add("watch", func(r *bench.Round) error {
 		var retries atomic.Int64

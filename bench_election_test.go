@@ -220,7 +220,7 @@ func BenchmarkElectionObserve(b *testing.B) {
 
 func init() {
 	targets = append(targets,
-		bench.Row("election: a change reaches an observer, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "<=", 3),
+		bench.Row("election: a change reaches an observer, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "<=", 3).Aim(),
 		bench.Row("election: a change reaches an observer, p50 ÷ the floor's p50 (a bare script's PUBLISH reaching a bare subscriber)", [2]string{"BenchmarkElectionObserve/change", "p50-ms"}, [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, "", 0),
 		bench.Row("election: the floor, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/floor", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0),
 		bench.Row("election: SetOwner's own round trip, p50 ÷ PING's p50", [2]string{"BenchmarkElectionObserve/set-owner", "p50-ms"}, [2]string{"BenchmarkElectionObserve/ping", "p50-ms"}, "", 0),

@@ -768,7 +768,8 @@ func (env *benchEnv) until(cond func() (bool, error)) error {
 const fifoBound = "FIFO as the clients see it: Redis orders replies per connection only, so two clients queued " +
 	"microseconds apart may read their \"queued\" replies in an order other than the one the server queued them in; " +
 	"no design can do better than the share of pairs the server queued in the order the clients were told (allowed%). " +
-	"The library's own order is the server's: the rows \"in the order the server queued them\", a claim of ≥ 99 %."
+	"The library's own order is the server's: the rows \"in the order the server queued them\" (a claim of ≥ 99 % for a lock; " +
+	"a semaphore's permits granted together may return in either order)."
 
 // waitTargets are the waiting's goals and the figures reported beside them.
 // Like targets (report_test.go), each row is num ÷ den; a row without den
@@ -817,5 +818,5 @@ var waitTargets = []bench.Target{
 	bench.Row("semaphore, FIFO: µs between the \"queued\" replies of a pair out of order (p50)", [2]string{"BenchmarkWaitSemaphore/handoff", "tie-us"}, [2]string{}, "", 0),
 	bench.Row("semaphore, FIFO: µs between the \"queued\" replies of any pair (p50)", [2]string{"BenchmarkWaitSemaphore/handoff", "apart-us"}, [2]string{}, "", 0),
 	bench.Row("semaphore, FIFO: pairs out of order that the server queued in the other order too (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "server-too%"}, [2]string{}, "", 0),
-	bench.Row("semaphore, acquisitions returned in the order the server queued them (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "served%"}, [2]string{}, ">=", 99),
+	bench.Row("semaphore, acquisitions returned in the order the server queued them (%)", [2]string{"BenchmarkWaitSemaphore/handoff", "served%"}, [2]string{}, "", 0),
 }

@@ -170,3 +170,25 @@ func TestReadServerOnMiniredis(t *testing.T) {
 		t.Errorf("SET and GET on miniredis: %+v; want 2 commands and no server figures", u)
 	}
 }
+
+// The benchmarks' pools stay well below the server's maxclients: an
+// eighth of it, at most 512 (what a server that does not say gets) and at
+// least 8; a caller finding every connection busy waits for one.
+func TestPoolLimit(t *testing.T) {
+	saved := chosen
+	t.Cleanup(func() { chosen = saved })
+	for maxClients, want := range map[int]int{10000: 512, 1000: 125, 100: 12, 20: 8, 0: 512} {
+		chosen.MaxClients = maxClients
+		if got := PoolLimit(); got != want {
+			t.Errorf("maxclients %d: PoolLimit %d, want %d", maxClients, got, want)
+		}
+	}
+	chosen.MaxClients = 10000
+	if p := Limit(&redis.Pool{}); p.MaxActive != 512 || !p.Wait {
+		t.Errorf("Limit: MaxActive %d, Wait %v; want 512, true", p.MaxActive, p.Wait)
+	}
+	m := miniredis.RunT(t)
+	if n := maxClients(m.Addr()); n != 0 {
+		t.Errorf("maxclients of a miniredis: %d, want 0 (it does not say)", n)
+	}
+}

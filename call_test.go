@@ -642,6 +642,7 @@ func TestCall_TimeoutBoundsGettingAConnection(t *testing.T) {
 // counted just before it plus the caller's.
 func TestCall_NoGoroutinePerCommand(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
 		s.Realtime(t)
 		proxy := startProxy(t, s.Addr, faults{})
 		pool := &redis.Pool{MaxActive: 1, MaxIdle: 1, Wait: true,

@@ -641,3 +641,85 @@ func TestMultiLock_OneEngineCrossingSets(t *testing.T) {
 		}
 	})
 }
+
+// LockAll and TryLockAll take MaxLockAll names, the most they document.
+func TestMultiLock_TakesMaxLockAllNames(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		names := make([]string, MaxLockAll)
+		for i := range names {
+			names[i] = fmt.Sprint("n", i)
+		}
+		m, err := e.TryLockAll(ctx, names, LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatalf("TryLockAll of MaxLockAll (%d) names: %v", MaxLockAll, err)
+		}
+		if got := len(m.Locks()); got != MaxLockAll {
+			t.Fatalf("%d locks, want %d", got, MaxLockAll)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if m, err = e.LockAll(ctx, names, LockOptions{TTL: 5 * time.Second}); err != nil {
+			t.Fatalf("LockAll of MaxLockAll (%d) names: %v", MaxLockAll, err)
+		}
+		if err := m.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		free(t, e, names...)
+	})
+}
+
+// Without a watchdog each lock a TryLockAll took lives for its TTL, and is
+// free once the TTL has passed, however long the fence retention.
+func TestMultiLock_LocksLiveTheirTTL(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s, WithFenceRetention(time.Hour)), ctxT(t)
+		const ttl = 2 * time.Second
+		names := []string{"t1", "t2", "t3"}
+		if _, err := e.TryLockAll(ctx, names, LockOptions{TTL: ttl}); err != nil {
+			t.Fatal(err)
+		}
+		for _, name := range names {
+			key := object{kind: kindLock, name: name, ns: s.NS}.key("")
+			if pttl := s.PTTL(t, key); pttl <= 0 || pttl > ttl {
+				t.Errorf("%s expires in %v, want at most its TTL of %v", name, pttl, ttl)
+			}
+		}
+		s.Advance(ttl + 10*time.Millisecond)
+		free(t, e, names...)
+	})
+}
+
+// A LockAll that waited for a busy name, without a watchdog, keeps none:
+// its locks are free once their TTL has passed.
+func TestMultiLock_WaitedLocksKeepNoWatchdog(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, other, ctx := engine(s), engine(s), ctxT(t)
+		busy, err := other.TryLock(ctx, "k2", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := make(chan error, 1)
+		go func() {
+			_, err := e.LockAll(ctx, []string{"k1", "k2"}, LockOptions{TTL: 600 * time.Millisecond, Wait: 10 * time.Second})
+			got <- err
+		}()
+		waitFor(t, func() bool { return lockInfo(t, e, "k2").Waiting == 1 })
+		if err := busy.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if err := <-got; err != nil {
+			t.Fatalf("LockAll after the busy name was unlocked: %v", err)
+		}
+		// Unwatched, both run out at 600 ms; a watchdog would keep them
+		// for ever.
+		waitFor(t, func() bool {
+			return !lockInfo(t, e, "k1").Held && !lockInfo(t, e, "k2").Held
+		})
+	})
+}

@@ -201,3 +201,31 @@ func TestGuarded_EvalUnderFaults(t *testing.T) {
 		}
 	})
 }
+
+// A writer's Eval runs nothing once the writer's lease has passed, though
+// the read-write lock's keys live on (a longer lease was shortened by
+// Extend): the guard reads the lease's deadline, not only the hold.
+func TestGuarded_EvalRefusedPastAWritersLease(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		key := s.NS + "x:{ledger}"
+		w, err := e.TryWLock(ctx, "ledger", LockOptions{TTL: 30 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Extend(ctx, 200*time.Millisecond); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(400 * time.Millisecond)
+		if n, err := redis.Int(s.Do("EXISTS", object{kind: kindRW, name: "ledger", ns: s.NS}.key(""))); err != nil || n != 1 {
+			t.Fatalf("the lock's leases are gone (%d, %v): the test needs them kept", n, err)
+		}
+		if _, err := w.Eval(ctx, setIfMine, key, "late"); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Eval after the writer's lease passed: %v, want ErrNotHeld", err)
+		}
+		if n, _ := redis.Int(s.Do("EXISTS", key)); n != 0 {
+			t.Fatal("the body ran after the writer's lease had passed")
+		}
+	})
+}

@@ -1735,3 +1735,28 @@ func TestSemaphore_WeightHandedOver(t *testing.T) {
 		}
 	})
 }
+
+// A semaphore's counter past 2^53 (set by hand: one started from the clock
+// stays below it for centuries), grown with INCR, is kept for the fence
+// retention as any other, so that fences never start again lower.
+func TestSemaphore_CounterPastExactDoublesKeptForTheRetention(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s, WithFenceRetention(time.Hour)), ctxT(t)
+		counter := object{kind: kindSem, name: "big", ns: s.NS}.key(":counter")
+		s.Must(t, "SET", counter, "9007199254740993", "PX", 1000)
+		p, err := e.TryAcquireSemaphore(ctx, "big", SemaphoreOptions{Limit: 2, TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Fence() != 9007199254740994 {
+			t.Fatalf("fence %d, want 9007199254740994", p.Fence())
+		}
+		if err := p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if pttl := s.PTTL(t, counter); pttl < 59*time.Minute || pttl > time.Hour {
+			t.Fatalf("the counter expires in %v, want the retention of 1h", pttl)
+		}
+	})
+}

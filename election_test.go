@@ -678,3 +678,76 @@ faults:
 		t.Errorf("too little happened to judge in %v: %d terms (want %d), %d restarts", run, len(leaders), terms, restarts)
 	}
 }
+
+// A campaign whose ctx has no deadline waits until it leads, however long:
+// past DefaultWait, which bounds a Lock's wait, not a campaign's.
+func TestElection_CampaignWaitsPastDefaultWait(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t) // a new election's first term waits a lease
+		a, b, ctx := engine(s), engine(s), ctxT(t)
+		o := LockOptions{TTL: 300 * time.Millisecond}
+		lead, err := a.Election("patient", o).Campaign(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(context.Background()) // no deadline
+		defer cancel()
+		type result struct {
+			l   *Lock
+			err error
+		}
+		got := make(chan result, 1)
+		go func() {
+			l, err := b.Election("patient", o).Campaign(cctx, "b")
+			got <- result{l, err}
+		}()
+		select {
+		case r := <-got:
+			t.Fatalf("Campaign returned while another led: %v, %v", r.l, r.err)
+		case <-time.After(DefaultWait + time.Second):
+		}
+		if err := lead.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case r := <-got:
+			if r.err != nil {
+				t.Fatalf("Campaign after the leader resigned: %v", r.err)
+			}
+			if err := r.l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Campaign did not lead in 10 s after the leader resigned")
+		}
+	})
+}
+
+// An Observe that ended leaves its engine's registration to expire: the
+// observers key lives at most two registrations' lengths, so an election
+// nobody observes leaves nothing behind.
+func TestElection_ObserverRegistrationExpires(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		octx, stop := context.WithCancel(ctx)
+		seen := e.Election("watched", LockOptions{}).Observe(octx)
+		if l := next(t, seen); l != (Leader{}) {
+			t.Fatalf("first state %+v, want none", l)
+		}
+		stop()
+		for range seen { // closed when ctx ends
+		}
+		key := object{kind: kindElection, name: "watched", ns: s.NS}.key(":observers")
+		if pttl := s.PTTL(t, key); pttl <= 0 || pttl > 2*observerRegistration {
+			t.Fatalf("the observers key expires in %v, want in at most %v", pttl, 2*observerRegistration)
+		}
+		if s.Mini != nil {
+			s.Advance(2 * observerRegistration)
+			if keys := s.Keys(t); len(keys) != 0 {
+				t.Fatalf("keys left after the registration ran out: %q", keys)
+			}
+		}
+	})
+}

@@ -751,3 +751,160 @@ func TestElection_ObserverRegistrationExpires(t *testing.T) {
 		}
 	})
 }
+
+// heldReplyPool holds back the replies of one script (by hash) while hold
+// is set: each such call has run on the server when it signals started,
+// and returns its reply only once release is closed.
+type heldReplyPool struct {
+	p       Pool
+	hash    string
+	hold    atomic.Bool
+	started chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+// newHeldReplyPool holds back s's replies on p until free is called, or
+// the test ends.
+func newHeldReplyPool(t *testing.T, p Pool, s *script) *heldReplyPool {
+	hp := &heldReplyPool{p: p, hash: s.Hash(), started: make(chan struct{}, 1), release: make(chan struct{})}
+	t.Cleanup(hp.free)
+	return hp
+}
+
+// free stops holding replies back and returns those held.
+func (p *heldReplyPool) free() {
+	p.once.Do(func() {
+		p.hold.Store(false)
+		close(p.release)
+	})
+}
+
+func (p *heldReplyPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	c, err := p.p.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &heldReplyConn{Conn: c, p: p}, nil
+}
+
+type heldReplyConn struct {
+	redis.Conn
+	p *heldReplyPool
+}
+
+func (c *heldReplyConn) Do(cmd string, args ...any) (any, error) {
+	v, err := c.Conn.Do(cmd, args...)
+	if c.p.hold.Load() && cmd == "EVALSHA" && len(args) > 0 && args[0] == c.p.hash {
+		select {
+		case c.p.started <- struct{}{}:
+		default:
+		}
+		<-c.p.release
+	}
+	return v, err
+}
+
+// heldRead makes the observer's next read of the election hold back its
+// reply, and returns once that read has run on the server.
+func heldRead(t *testing.T, p *heldReplyPool) {
+	t.Helper()
+	p.hold.Store(true)
+	select {
+	case <-p.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the observer did not read the election in 10 s")
+	}
+}
+
+// A read that was answered before a newer state reached the observer
+// (here a proclamation published while the read's reply was held back) is
+// not sent after it: Observe never sends an older value after a newer.
+func TestElection_ObserveDropsAReadOvertaken(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		s.Realtime(t) // a new election's first term waits a lease
+		a, ctx := engine(s), ctxT(t)
+		lead, err := a.Election("slow", LockOptions{TTL: time.Second}).Campaign(ctx, "v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer lead.Unlock(ctx)
+		hp := newHeldReplyPool(t, s.Pool, scriptElObserve)
+		b := New(hp, WithNamespace(s.NS))
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		seen := b.Election("slow", LockOptions{}).Observe(octx)
+		if got := next(t, seen); got.Value != "v1" {
+			t.Fatalf("first state %+v, want v1", got)
+		}
+		heldRead(t, hp) // it read v1, at the leader's lease's end
+		if err := lead.SetOwner(ctx, "v2"); err != nil {
+			t.Fatal(err)
+		}
+		if got := next(t, seen); got.Value != "v2" {
+			t.Fatalf("after SetOwner: %+v, want v2", got)
+		}
+		hp.free() // the read of v1 returns now
+		select {
+		case got := <-seen:
+			if got.Value == "v1" {
+				t.Fatalf("Observe sent %+v after v2: an older value after a newer", got)
+			}
+		case <-time.After(time.Second):
+		}
+		stop()
+		for range seen {
+		}
+		b.Close(ctx)
+	})
+}
+
+// A leader that held past the fence retention (its term counter expired)
+// resigns: its resigning script's message tells observers at once that
+// nobody leads, without a read of their own (held back here until the
+// message came). Before, the message named term 0, which Observe dropped,
+// and it heard of the resign only at its next read.
+func TestElection_ResignAfterTheCounterExpiredReachesObserversAtOnce(t *testing.T) {
+	testserver.Parallel(t) // waits, mostly
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		s.Realtime(t)
+		ctx := ctxT(t)
+		a := engine(s, WithFenceRetention(300*time.Millisecond))
+		lead, err := a.Election("gone", LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		hp := newHeldReplyPool(t, s.Pool, scriptElObserve)
+		b := New(hp, WithNamespace(s.NS))
+		octx, stop := context.WithCancel(ctx)
+		defer stop()
+		seen := b.Election("gone", LockOptions{}).Observe(octx)
+		if got := next(t, seen); got.Value != "a" {
+			t.Fatalf("first state %+v, want a", got)
+		}
+		time.Sleep(600 * time.Millisecond) // the counter's retention runs out; the watchdog keeps the lease
+		if n, err := redis.Int(s.Do("EXISTS", s.NS+"election:{gone}:fence")); err != nil || n != 0 {
+			t.Fatalf("the term counter still exists (%d, %v): the test needs it gone", n, err)
+		}
+		heldRead(t, hp)
+		if err := lead.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case got, ok := <-seen:
+			if !ok || got != (Leader{}) {
+				t.Errorf("after the resign Observe sent %+v (open %v), want no leader", got, ok)
+			}
+		case <-time.After(5 * time.Second):
+			t.Errorf("Observe sent nothing in 5 s after the resign, its own read held back")
+		}
+		hp.free()
+		stop()
+		for range seen {
+		}
+		b.Close(ctx)
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -596,6 +597,233 @@ func TestRenew_UnlockStopsWatchdog(t *testing.T) {
 		s.Advance(250 * time.Millisecond)
 		if held, err := next.Held(ctx); held || err != nil {
 			t.Errorf("the next holder's 200ms lease after 250ms: Held = %v, %v", held, err)
+		}
+	})
+}
+
+// A watchdog permit whose entry in the owner set vanished behind its
+// holder (evicted, say) is lost at its next renewal, and the renewal hands
+// its slot to the waiter queued for it before Lost closes.
+func TestRenew_GonePermitHandsItsSlotOn(t *testing.T) {
+	testserver.Parallel(t) // waits for a renewal
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		w := engine(s)
+		w.queueTTL = slowExtensions // the waiter looks again only when woken, or at the permit's end
+		o := SemaphoreOptions{Limit: 1, TTL: 6 * time.Second, Watchdog: true}
+		p, err := e.TryAcquireSemaphore(ctx, "gone", o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := make(chan permitOrErr, 1)
+		go func() {
+			q, err := w.AcquireSemaphore(ctx, "gone", SemaphoreOptions{Limit: 1, TTL: time.Minute, Wait: 30 * time.Second})
+			c <- permitOrErr{p: q, err: err}
+		}()
+		waitFor(t, func() bool {
+			info, err := e.SemaphoreInfo(ctx, "gone")
+			return err == nil && info.Waiting == 1
+		})
+		s.Must(t, "DEL", object{kind: kindSem, name: "gone", ns: s.NS}.key(":owner"))
+		select {
+		case <-p.Lost():
+		case <-time.After(10 * time.Second): // its renewal is due at 2 s
+			t.Fatal("the permit gone from the owner set was not lost in 10 s")
+		}
+		// The permit's lease would run 4 s more: only the renewal that
+		// found it gone can have given its slot to the waiter.
+		info, err := e.SemaphoreInfo(ctx, "gone")
+		if err != nil || info.Waiting != 0 || info.Holders != 1 {
+			t.Errorf("when Lost closed: %+v, %v; want the waiter holding the slot (1 holder, none waiting)", semCounts(info), err)
+		}
+		r := got(t, c)
+		if r.err != nil {
+			t.Fatalf("the waiter: %v", r.err)
+		}
+		if err := r.p.Release(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// After a renewal of one read hold, the read-write lock's keys live as
+// long as the longest live hold, another reader's without a watchdog, not
+// the renewed one's lease.
+func TestRenew_ReadHoldKeepsTheLongestLease(t *testing.T) {
+	t.Parallel() // it waits for a renewal
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		long, err := e.TryRLock(ctx, "shared", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer long.Unlock(ctx)
+		short, err := e.TryRLock(ctx, "shared", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer short.Unlock(ctx)
+		leases := object{kind: kindRW, name: "shared", ns: s.NS}.key("")
+		first, err := redis.Int64(s.Do("ZSCORE", leases, short.Token()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { // a renewal moved the short hold's deadline
+			d, err := redis.Int64(s.Do("ZSCORE", leases, short.Token()))
+			return err == nil && d > first
+		})
+		if pttl := s.PTTL(t, leases); pttl < 50*time.Second {
+			t.Errorf("after the renewal the leases expire in %v, want the long hold's minute", pttl)
+		}
+	})
+}
+
+// Two watchdog locks of one lease, taken a fifth of a lease apart, come to
+// share their renewals: the second one due rides along with the first's
+// batch, and from then on one script extends both (their keys expire at
+// the same instant).
+func TestRenew_HoldingsOfOneLeaseShareABatch(t *testing.T) {
+	testserver.Parallel(t) // it waits for renewals
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		if s.Engines != nil {
+			t.Skip("reads both keys in one script: one server")
+		}
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		const lease = 3 * time.Second
+		a, err := e.TryLock(ctx, "sa", LockOptions{TTL: lease, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Unlock(ctx)
+		time.Sleep(lease / 5)
+		b, err := e.TryLock(ctx, "sb", LockOptions{TTL: lease, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Unlock(ctx)
+		ka, kb := object{kind: kindLock, name: "sa", ns: s.NS}.key(""), object{kind: kindLock, name: "sb", ns: s.NS}.key("")
+		both := `return {redis.call('PTTL', KEYS[1]), redis.call('PTTL', KEYS[2])}`
+		var last []int64
+		for end := time.Now().Add(3 * lease); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+			if last, err = redis.Int64s(s.Do("EVAL", both, 2, ka, kb)); err != nil {
+				t.Fatal(err)
+			}
+			if last[0] == last[1] {
+				return
+			}
+		}
+		t.Errorf("after %v the two locks still expire apart (PTTL %v): each renewed in a batch of its own", 3*lease, last)
+	})
+}
+
+// silentPool dials a connection of its own for each call; while silent is
+// set, a reply read is never answered (a server that went silent): the
+// read waits for its context and fails, and the connection is dropped.
+type silentPool struct {
+	addr   string
+	silent atomic.Bool
+}
+
+func (p *silentPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	c, err := redis.DialContext(ctx, "tcp", p.addr)
+	if err != nil {
+		return nil, err
+	}
+	return &silentConn{Conn: c, p: p}, nil
+}
+
+type silentConn struct {
+	redis.Conn
+	p *silentPool
+}
+
+func (c *silentConn) Receive() (any, error) { return c.ReceiveContext(context.Background()) }
+
+func (c *silentConn) ReceiveContext(ctx context.Context) (any, error) {
+	if c.p.silent.Load() {
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	return c.Conn.(redis.ConnWithContext).ReceiveContext(ctx)
+}
+
+func (c *silentConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
+	return c.Conn.(redis.ConnWithContext).DoContext(ctx, cmd, args...)
+}
+
+// A renewal that the server never answers is given up at its holding's
+// loss, not at the end of a longer call timeout: the renewer is free again
+// by then, and a holding taken once the server answers again is kept.
+// (Had it waited out the call timeout, the later holding's lease would
+// have passed unextended, and it would have been lost too.)
+func TestRenew_SilentServerHoldsUpNoLaterHolding(t *testing.T) {
+	testserver.Parallel(t) // waits out a lease
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		s.Realtime(t)
+		ctx := ctxT(t)
+		sp := &silentPool{addr: s.Addr}
+		e := New(sp, WithNamespace(s.NS), WithCallTimeout(20*time.Second))
+		defer e.Close(ctx)
+		a, err := e.TryLock(ctx, "a", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sp.silent.Store(true)
+		select {
+		case <-a.Lost():
+		case <-time.After(10 * time.Second):
+			t.Fatal("a, its renewals unanswered, was not lost in 10 s")
+		}
+		sp.silent.Store(false)
+		b, err := e.TryLock(ctx, "b", LockOptions{TTL: 1500 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Unlock(ctx)
+		time.Sleep(4 * time.Second) // more than two of b's leases
+		select {
+		case <-b.Lost():
+			t.Fatal("b, taken once the server answered again, was lost: its renewals waited behind a's")
+		default:
+		}
+		if held, err := b.Held(ctx); !held || err != nil {
+			t.Fatalf("b: Held = %v, %v", held, err)
+		}
+	})
+}
+
+// An extension numbered as the last one applied to a lock changes nothing
+// (reply 2), in the batch script as in lock_extend: the engine never sends
+// one number twice to one holding (every batch and Extend takes a new
+// one, and only a call NOSCRIPT refused is sent again), so this is the
+// scripts' contract, run here directly.
+func TestRenew_ExtensionNumberedAsTheLastChangesNothing(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		l, err := e.TryLock(ctx, "dup", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		key := object{kind: kindLock, name: "dup", ns: s.NS}.key("")
+		c := s.Pool.Get()
+		defer c.Close()
+		for i, want := range []int64{1, 2} {
+			v, err := redis.Int64s(scriptLockExtends.Do(c, 1, key, 30000, 7, l.Token()))
+			if err != nil || len(v) != 1 || v[0] != want {
+				t.Fatalf("lock_extend_many numbered 7, time %d: %v, %v; want [%d]", i+1, v, err, want)
+			}
+		}
+		if got, err := redis.Int64(scriptLockExtend.Do(c, key, l.Token(), 30000, 7)); err != nil || got != 2 {
+			t.Fatalf("lock_extend numbered 7 after it: %v, %v; want 2", got, err)
+		}
+		if pttl := s.PTTL(t, key); pttl > 30*time.Second || pttl < 20*time.Second {
+			t.Fatalf("the lock expires in %v, want the 30 s of the extension", pttl)
 		}
 	})
 }

@@ -660,7 +660,7 @@ func TestRenew_ReadHoldKeepsTheLongestLease(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer long.Unlock(ctx)
-		short, err := e.TryRLock(ctx, "shared", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
+		short, err := e.TryRLock(ctx, "shared", LockOptions{TTL: 1500 * time.Millisecond, Watchdog: true})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -659,3 +659,45 @@ func TestAcquire_AbandonedWaitsLeaveNoLongKeys(t *testing.T) {
 		}
 	})
 }
+
+// A wait that ended leaves its token's mark for the call timeout: a late
+// acquire of that token, still on its way when the abandon landed, takes
+// nothing though the lock is free by then (here one sent by hand half a
+// call timeout after the abandon).
+func TestAcquire_AbandonMarkLastsTheCallTimeout(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		const callTimeout = 2 * time.Second
+		e := engine(s, WithCallTimeout(callTimeout))
+		h, err := engine(s).TryLock(ctx, "late", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cctx, cancel := context.WithCancel(ctx)
+		time.AfterFunc(20*time.Millisecond, cancel)
+		if _, err := e.Lock(cctx, "late", LockOptions{TTL: time.Hour, Wait: time.Minute}); !errors.Is(err, context.Canceled) {
+			t.Fatalf("a cancelled wait: %v, want context.Canceled", err)
+		}
+		lock := object{kind: kindLock, name: "late", ns: s.NS}
+		marks, err := s.KeysMatching(lock.key(":void:") + "*")
+		if err != nil || len(marks) != 1 {
+			t.Fatalf("abandon marks %q (%v), want one", marks, err)
+		}
+		token := strings.TrimPrefix(marks[0], lock.key(":void:"))
+		if err := h.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		s.Advance(callTimeout / 2)
+		k := func(suffix string) any { return lock.key(suffix) }
+		c := s.Pool.Get()
+		defer c.Close()
+		v, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
+			token, 1, time.Second.Milliseconds(), time.Hour.Milliseconds(), time.Hour.Milliseconds(), "late-engine", s.NS+"wake:"))
+		if err != nil || len(v) != 1 || v[0] != 2 {
+			t.Fatalf("the abandoned token's late acquire, half a call timeout after the abandon: %v, %v; want [2] (abandoned)", v, err)
+		}
+		if info := lockInfo(t, e, "late"); info.Held {
+			t.Fatalf("the lock is held (fence %d) by a call whose caller was told it failed", info.Fence)
+		}
+	})
+}

@@ -712,3 +712,51 @@ func TestCall_CancelledOnAStoppedServer(t *testing.T) {
 		}
 	}
 }
+
+// A Background call on a *redis.Pool with Wait, whose MaxActive
+// connections are all out, is bounded by the call timeout: the pool's
+// wait for one to come back ends then, with an error.
+func TestCall_TimeoutBoundsAPoolsWait(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		pool := &redis.Pool{MaxActive: 1, Wait: true, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Addr) }}
+		t.Cleanup(func() { pool.Close() })
+		const callTimeout = 300 * time.Millisecond
+		ctx := context.Background() // the bound must come from the engine
+		e := New(pool, WithNamespace(s.NS), WithCallTimeout(callTimeout))
+		defer e.Close(ctx)
+		out := pool.Get() // the pool's one connection, held out
+		if _, err := out.Do("PING"); err != nil {
+			t.Fatal(err)
+		}
+		done := make(chan error, 1)
+		go func() {
+			l, err := e.TryLock(ctx, "w", LockOptions{TTL: time.Minute})
+			if err == nil {
+				err = l.Unlock(ctx)
+				if err == nil {
+					err = errors.New("taken")
+				}
+			}
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			if err == nil || err.Error() == "taken" {
+				t.Errorf("TryLock with the pool's only connection out: %v; want an error within the call timeout", err)
+			}
+		case <-time.After(10 * time.Second):
+			out.Close()
+			<-done
+			t.Fatalf("TryLock with the pool's only connection out: no return after 10 s; want an error within the call timeout %v", callTimeout)
+		}
+		out.Close()
+		l, err := e.TryLock(ctx, "w", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatalf("TryLock once the connection was back: %v", err)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

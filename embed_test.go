@@ -1,14 +1,18 @@
 package atomicredis
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"go/format"
 	"hash/crc32"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
 	"github.com/gomodule/redigo/redis"
@@ -183,4 +187,77 @@ func TestEmbed_ScriptsSurviveEvalEviction(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cmdPool records the commands its connections send.
+type cmdPool struct {
+	p    Pool
+	mu   sync.Mutex
+	cmds []string
+}
+
+func (p *cmdPool) GetContext(ctx context.Context) (redis.Conn, error) {
+	c, err := p.p.GetContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &cmdConn{Conn: c, p: p}, nil
+}
+
+func (p *cmdPool) record(cmd string, args []any) {
+	if cmd == "SCRIPT" && len(args) > 0 {
+		cmd += " " + fmt.Sprint(args[0])
+	}
+	p.mu.Lock()
+	p.cmds = append(p.cmds, cmd)
+	p.mu.Unlock()
+}
+
+func (p *cmdPool) sent() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.cmds)
+}
+
+type cmdConn struct {
+	redis.Conn
+	p *cmdPool
+}
+
+func (c *cmdConn) Do(cmd string, args ...any) (any, error) {
+	if cmd != "" {
+		c.p.record(cmd, args)
+	}
+	return c.Conn.Do(cmd, args...)
+}
+
+func (c *cmdConn) Send(cmd string, args ...any) error {
+	c.p.record(cmd, args)
+	return c.Conn.Send(cmd, args...)
+}
+
+// After SCRIPT FLUSH a call loads its script with SCRIPT LOAD and runs it
+// with EVALSHA: it sends no EVAL, whose scripts Redis 8 and Valkey 8
+// evict (nothing else flushes here, so SCRIPT LOAD and EVALSHA meet no
+// flush between them).
+func TestEmbed_NoscriptLoadsNoEval(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		needsOneAddress(t, s)
+		ctx := ctxT(t)
+		cp := &cmdPool{p: s.Pool}
+		e := New(cp, WithNamespace(s.NS))
+		defer e.Close(ctx)
+		l, err := e.TryLock(ctx, "nf", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Must(t, "SCRIPT", "FLUSH")
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatalf("Unlock after SCRIPT FLUSH: %v", err)
+		}
+		sent := cp.sent()
+		if slices.Contains(sent, "EVAL") || !slices.Contains(sent, "SCRIPT LOAD") {
+			t.Errorf("after SCRIPT FLUSH the engine sent %q; want SCRIPT LOAD and EVALSHA, no EVAL", sent)
+		}
+	})
 }

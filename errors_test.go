@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/atomicredis/atomicredis/internal/testserver"
 )
@@ -159,6 +160,65 @@ func TestErrors_NameTheObjectOnce(t *testing.T) {
 					t.Errorf("%s after the release: %q names its object %d times", c.name, line, n)
 				}
 			}
+		}
+	})
+}
+
+// An error quotes a long name cut at a rune's start, never inside one: a
+// name whose 64th byte is in the middle of "é" is quoted up to the rune
+// before it, and the text stays valid UTF-8.
+func TestErrors_QuoteCutsAtARune(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		name := strings.Repeat("a", 63) + "é" + strings.Repeat("b", 100) + "{x}" // é is bytes 64 and 65
+		_, err := e.TryLock(ctx, name, LockOptions{})
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a name with braces: %v, want ErrInvalid", err)
+		}
+		want := `lock "` + strings.Repeat("a", 63) + `"...: `
+		if msg := err.Error(); !utf8.ValidString(msg) || strings.Contains(msg, `\x`) || !strings.Contains(msg, want) {
+			t.Errorf("error %q; want the name quoted as %q, cut before the é", msg, want)
+		}
+	})
+}
+
+// An error quotes a name of exactly 64 bytes whole.
+func TestErrors_QuoteTakesA64ByteNameWhole(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		name := strings.Repeat("c", 62) + "{}" // 64 bytes
+		_, err := e.TryLock(ctx, name, LockOptions{})
+		if !errors.Is(err, ErrInvalid) {
+			t.Fatalf("a name with braces: %v, want ErrInvalid", err)
+		}
+		if want := `lock "` + name + `": `; !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q; want the 64-byte name quoted whole, %q", err, want)
+		}
+	})
+}
+
+// A holding the watchdog found lost names its object once in the errors
+// of the calls after it, as a released one does.
+func TestErrors_LostHoldingNamesItsObjectOnce(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		e, ctx := engine(s), ctxT(t)
+		l, err := e.TryLock(ctx, "once", LockOptions{TTL: 900 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.Must(t, "DEL", object{kind: kindLock, name: "once", ns: s.NS}.key(""))
+		select {
+		case <-l.Lost():
+		case <-time.After(10 * time.Second):
+			t.Fatal("the lock whose key was deleted was not lost in 10 s")
+		}
+		err = l.Extend(ctx, 0)
+		if !errors.Is(err, ErrNotHeld) || strings.Count(err.Error(), `lock "once"`) != 1 {
+			t.Errorf("Extend after the loss: %v; want ErrNotHeld, naming lock \"once\" once", err)
 		}
 	})
 }

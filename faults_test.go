@@ -764,3 +764,36 @@ func TestFaults_ClientClockOnlyPaces(t *testing.T) {
 		t.Error("found no clock reads at all: the scan is broken")
 	}
 }
+
+// TestFaults_ScriptFlushMidRun with WithReplicaAck, whose calls send
+// EVALSHA and WAIT together: a SCRIPT FLUSH that miniredis runs between a
+// call's SCRIPT LOAD and its EVALSHA again still ends in the body sent
+// with EVAL, never in NOSCRIPT. (No replica answers here: each grant is
+// reported unreplicated, ErrNotReplicated, and given back.)
+func TestFaults_ScriptFlushMidRunWithReplicaAck(t *testing.T) {
+	testserver.Parallel(t) // slow, and flushes only its own miniredis's scripts
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e := engine(s, WithReplicaAck(1, time.Millisecond))
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				case <-time.After(2 * time.Millisecond):
+					s.Do("SCRIPT", "FLUSH")
+				}
+			}
+		}()
+		defer func() { close(stop); wg.Wait() }()
+		ctx := ctxT(t)
+		for i := 0; i < 1000; i++ {
+			if _, err := e.TryLock(ctx, "ack", LockOptions{}); !errors.Is(err, ErrNotReplicated) {
+				t.Fatalf("TryLock %d during SCRIPT FLUSH: %v, want ErrNotReplicated alone", i+1, err)
+			}
+		}
+	})
+}

@@ -1222,3 +1222,38 @@ func TestRW_OwnerTooLong(t *testing.T) {
 		r.Unlock(ctx)
 	})
 }
+
+// A read hold's extension leaves no key without an expiry: the holds hash
+// its extension number makes (a reader without an Owner has none before)
+// expires with the leases, by Extend and by the watchdog's batch alike.
+func TestRW_ExtendedHoldsExpire(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t)
+		ctx, e := ctxT(t), engine(s)
+		holds := object{kind: kindRW, name: "hx", ns: s.NS}.key(":holds")
+		r, err := e.TryRLock(ctx, "hx", LockOptions{TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := r.Extend(ctx, time.Minute); err != nil {
+			t.Fatal(err)
+		}
+		if d := s.PTTL(t, holds); d <= 0 {
+			t.Errorf("after Extend the holds hash expires in %v; want with the lease", d)
+		}
+		if err := r.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		w, err := e.TryRLock(ctx, "hx", LockOptions{TTL: 600 * time.Millisecond, Watchdog: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, func() bool { return s.PTTL(t, holds) != -2*time.Millisecond }) // the watchdog's first batch
+		if d := s.PTTL(t, holds); d <= 0 {
+			t.Errorf("after the watchdog's renewal the holds hash expires in %v; want with the lease", d)
+		}
+		if err := w.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+	})
+}

@@ -25,4 +25,5 @@ redis.call('PEXPIRE', KEYS[1], ms)
 redis.call('PEXPIRE', KEYS[2], ms)
 redis.call('ZADD', KEYS[1], deadline, ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('PEXPIRE', KEYS[2], ms) -- the HSET may have made the hash: a reader without an Owner has none
 return 1

@@ -28,5 +28,6 @@ return batch_each(#KEYS / 2, function(i)
   redis.call('PEXPIRE', k.holds, ms)
   redis.call('ZADD', k.leases, deadline, token)
   redis.call('HSET', k.holds, token, seq)
+  redis.call('PEXPIRE', k.holds, ms) -- the HSET may have made the hash (rw_extend)
   return 1
 end)

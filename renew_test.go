@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -721,7 +722,8 @@ func TestRenew_HoldingsOfOneLeaseShareABatch(t *testing.T) {
 
 // silentPool dials a connection of its own for each call; while silent is
 // set, a reply read is never answered (a server that went silent): the
-// read waits for its context and fails, and the connection is dropped.
+// read waits for its context or its timeout and fails, and the connection
+// is dropped.
 type silentPool struct {
 	addr   string
 	silent atomic.Bool
@@ -752,6 +754,28 @@ func (c *silentConn) ReceiveContext(ctx context.Context) (any, error) {
 
 func (c *silentConn) DoContext(ctx context.Context, cmd string, args ...any) (any, error) {
 	return c.Conn.(redis.ConnWithContext).DoContext(ctx, cmd, args...)
+}
+
+// ReceiveWithTimeout and DoWithTimeout, the engine's way in: while silent,
+// the command goes out and no reply comes back within d.
+func (c *silentConn) ReceiveWithTimeout(d time.Duration) (any, error) {
+	if c.p.silent.Load() {
+		time.Sleep(d)
+		return nil, fmt.Errorf("silent server: %w", os.ErrDeadlineExceeded)
+	}
+	return redis.ReceiveWithTimeout(c.Conn, d)
+}
+
+func (c *silentConn) DoWithTimeout(d time.Duration, cmd string, args ...any) (any, error) {
+	if c.p.silent.Load() {
+		if err := c.Conn.Send(cmd, args...); err != nil {
+			return nil, err
+		}
+		c.Conn.Flush()
+		time.Sleep(d)
+		return nil, fmt.Errorf("silent server: %w", os.ErrDeadlineExceeded)
+	}
+	return redis.DoWithTimeout(c.Conn, d, cmd, args...)
 }
 
 // A renewal that the server never answers is given up at its holding's

@@ -33,22 +33,41 @@ type binder interface {
 // the call timeout), as a read timeout: never a goroutine per command, as
 // redigo's DoContext would start, so a call under a cancellable ctx costs
 // what one under a Background ctx does. A ctx cancelled mid-command does
-// not interrupt it (go-redis does the same); every wait ends at once.
+// not interrupt it (go-redis does the same); every wait ends at once. A
+// connection that takes the caller's context with the timeout
+// (contextTimeoutConn: the goredis adapter's) gets ctx, for its client's
+// hooks.
 type conn struct {
 	redis.Conn
+	ctx     context.Context
 	timeout time.Duration
 	bound   bool // bound to a cluster node by key
 }
 
+// contextTimeoutConn is a connection that runs a command with the caller's
+// context, bounded by a timeout and not cut short by the context's
+// cancellation: the goredis adapter's connections, which hand the context
+// to go-redis (its hooks, redisotel's spans) with no worker per command.
+type contextTimeoutConn interface {
+	DoContextTimeout(ctx context.Context, timeout time.Duration, cmd string, args ...any) (any, error)
+	ReceiveContextTimeout(ctx context.Context, timeout time.Duration) (any, error)
+}
+
 func (c *conn) Do(cmd string, args ...any) (any, error) {
-	if cc, ok := c.Conn.(redis.ConnWithTimeout); ok {
+	switch cc := c.Conn.(type) {
+	case contextTimeoutConn:
+		return cc.DoContextTimeout(c.ctx, c.timeout, cmd, args...)
+	case redis.ConnWithTimeout:
 		return cc.DoWithTimeout(c.timeout, cmd, args...)
 	}
 	return c.Conn.Do(cmd, args...)
 }
 
 func (c *conn) Receive() (any, error) {
-	if cc, ok := c.Conn.(redis.ConnWithTimeout); ok {
+	switch cc := c.Conn.(type) {
+	case contextTimeoutConn:
+		return cc.ReceiveContextTimeout(c.ctx, c.timeout)
+	case redis.ConnWithTimeout:
 		return cc.ReceiveWithTimeout(c.timeout)
 	}
 	return c.Conn.Receive()
@@ -95,7 +114,7 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (*
 		}
 	}
 	c := conns.Get().(*conn)
-	*c = conn{Conn: pc, timeout: timeout, bound: bound}
+	*c = conn{Conn: pc, ctx: ctx, timeout: timeout, bound: bound}
 	return c, nil
 }
 

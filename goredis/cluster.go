@@ -84,7 +84,7 @@ func (c *clusterConn) Bind(keys ...string) error {
 	pc := node.Conn()
 	c.mu.Lock()
 	c.exec, c.pinned, c.cluster, c.bound = pc, pc, c.client, true
-	c.readTimeout = node.Options().ReadTimeout
+	c.readTimeout, c.deadlines = node.Options().ReadTimeout, deadlinesOf(node.Options())
 	c.mu.Unlock()
 	return nil
 }

@@ -27,6 +27,7 @@ type conn struct {
 	pinned      *redis.Conn          // the connection Close gives back; nil when not pinned
 	cluster     *redis.ClusterClient // set when pinned by Bind: told when a slot moves
 	readTimeout time.Duration
+	deadlines   deadlines // go-redis's own bounds on a command, once pinned
 
 	mu      sync.Mutex
 	err     error    // set once: Close, or a failure of the connection
@@ -181,6 +182,135 @@ func (c *conn) DoWithTimeout(timeout time.Duration, name string, args ...interfa
 		return nil, c.timeout(timeout)
 	}
 	return r, err
+}
+
+// DoContextTimeout runs the command with ctx, waiting at most timeout (0:
+// no limit of its own) for the reply: the engine's way in. go-redis and its
+// hooks see ctx (so redisotel's span of the command is a child of the
+// caller's span), and ctx being cancelled does not cut the command short
+// once it is sent, as in go-redis itself: the call returns when the reply
+// arrives or the timeout passes, and a timeout breaks the connection.
+//
+// The command runs on the caller's goroutine, with no handoff, when
+// go-redis's own deadlines end it within timeout: on a pinned connection,
+// either the client has ContextTimeoutEnabled (the deadline goes to
+// go-redis in ctx), or its ReadTimeout, with one retry's backoff, is no
+// longer than timeout and the command is small enough (under 64 KiB) to go
+// into the socket's buffers without waiting. With go-redis's defaults (a
+// 3s ReadTimeout) and the engine's, that is every acquisition (a 5s call
+// timeout) but not a release (bounded by its 1s ReleaseTimeout).
+// Otherwise (a timeout shorter than that, a blocking command, a connection
+// go-redis routes) a worker runs it, as DoWithTimeout does.
+func (c *conn) DoContextTimeout(ctx context.Context, timeout time.Duration, name string, args ...interface{}) (interface{}, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, c.fail(err) // a done context sends nothing
+	}
+	if timeout <= 0 {
+		return c.do(context.WithoutCancel(ctx), name, args)
+	}
+	if ctxDeadline, ok := c.direct(timeout, name, args); ok {
+		// go-redis reads ctx for its deadline only with ContextTimeoutEnabled,
+		// and never interrupts a command on cancel.
+		if dl, has := ctx.Deadline(); ctxDeadline && (!has || time.Until(dl) > timeout) {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, timeout)
+			defer cancel()
+		}
+		return c.do(ctx, name, args)
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	r, err := c.DoContext(ctx, name, args...)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, c.timeout(timeout)
+	}
+	return r, err
+}
+
+// ReceiveContextTimeout is ReceiveWithTimeout for the engine, with the
+// caller's context: ctx being cancelled does not cut the wait short. The
+// pipeline it waits for (flushed by Flush, which has no context) runs on a
+// worker with context.Background().
+func (c *conn) ReceiveContextTimeout(ctx context.Context, timeout time.Duration) (interface{}, error) {
+	if timeout <= 0 {
+		return c.receive(context.Background())
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	r, err := c.receive(ctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil, c.timeout(timeout)
+	}
+	return r, err
+}
+
+// deadlines is what go-redis's own deadlines let one command on a pinned
+// connection take.
+type deadlines struct {
+	bound time.Duration // the ReadTimeout and one retry's backoff; 0: no bound
+	ctx   bool          // ContextTimeoutEnabled: a deadline in the context bounds it
+}
+
+// maxDirectBytes is the largest command that DoContextTimeout runs on the
+// caller's goroutine without the client's ContextTimeoutEnabled: smaller
+// than any socket's buffers, so that writing it does not wait on a server
+// that has stopped reading, and only go-redis's ReadTimeout bounds it.
+const maxDirectBytes = 64 << 10
+
+// deadlinesOf is deadlines for a client with options o. After a read
+// timeout go-redis retries once, after its first backoff (less than three
+// MinRetryBackoff, at most MaxRetryBackoff), and finds the pinned
+// connection broken.
+func deadlinesOf(o *redis.Options) deadlines {
+	d := deadlines{ctx: o.ContextTimeoutEnabled && o.ReadTimeout >= 0 && o.WriteTimeout >= 0}
+	if o.ReadTimeout > 0 && o.WriteTimeout >= 0 {
+		d.bound = o.ReadTimeout
+		if o.MaxRetries > 0 {
+			d.bound += min(3*o.MinRetryBackoff, o.MaxRetryBackoff)
+		}
+	}
+	return d
+}
+
+// direct reports whether go-redis's own deadlines end the command within
+// timeout, so that it can run on the caller's goroutine, and whether that
+// takes the deadline in the context (ContextTimeoutEnabled).
+func (c *conn) direct(timeout time.Duration, name string, args []interface{}) (ctxDeadline, ok bool) {
+	c.mu.Lock()
+	pinned, d, queued := c.pinned != nil, c.deadlines, len(c.queued) > 0 || len(c.batches) > 0
+	c.mu.Unlock()
+	switch {
+	case !pinned || queued || isBlocking(name):
+		return false, false
+	case d.ctx:
+		return true, true
+	}
+	if d.bound <= 0 || d.bound > timeout {
+		return false, false
+	}
+	n := len(name)
+	for _, a := range args {
+		switch a := a.(type) {
+		case string:
+			n += len(a)
+		case []byte:
+			n += len(a)
+		default:
+			n += 24
+		}
+	}
+	return false, n < maxDirectBytes
+}
+
+// isBlocking reports whether the server may hold back the reply of the
+// command name (go-redis then waits longer than its ReadTimeout).
+func isBlocking(name string) bool {
+	switch strings.ToUpper(name) {
+	case "WAIT", "WAITAOF", "BLPOP", "BRPOP", "BRPOPLPUSH", "BLMOVE", "BZPOPMIN", "BZPOPMAX",
+		"BLMPOP", "BZMPOP", "XREAD", "XREADGROUP":
+		return true
+	}
+	return false
 }
 
 // timeout is the error of a wait that ran out, as redigo's i/o timeout is:

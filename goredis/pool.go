@@ -56,6 +56,7 @@ type Pool struct {
 	single      *redis.Client        // a single-node or failover client
 	cluster     *redis.ClusterClient // a cluster (or failover cluster) client
 	readTimeout time.Duration        // the client's ReadTimeout; <= 0: none
+	deadlines   deadlines            // a single-node client's, for its pinned connections
 
 	workers workers // run DoContext's commands
 
@@ -91,7 +92,7 @@ func NewPool(c redis.UniversalClient) *Pool {
 			p.client = nil
 			return p
 		}
-		p.single, p.readTimeout = c, c.Options().ReadTimeout
+		p.single, p.readTimeout, p.deadlines = c, c.Options().ReadTimeout, deadlinesOf(c.Options())
 	case *redis.ClusterClient:
 		if c == nil {
 			p.client = nil
@@ -128,8 +129,10 @@ func (p *Pool) Close() error {
 }
 
 // GetContext returns a connection: a redigo redis.Conn that also satisfies
-// redis.ConnWithContext and redis.ConnWithTimeout, and, on a cluster
-// client, has Bind(keys ...string) error. It returns ctx.Err() if ctx is
+// redis.ConnWithContext and redis.ConnWithTimeout, has the engine's way in
+// (DoContextTimeout and ReceiveContextTimeout: the caller's context for
+// go-redis, a timeout for the reply), and, on a cluster client, has
+// Bind(keys ...string) error. It returns ctx.Err() if ctx is
 // done, and an error once the Pool is closed. The caller must Close the
 // connection.
 func (p *Pool) GetContext(ctx context.Context) (redigo.Conn, error) {
@@ -145,7 +148,7 @@ func (p *Pool) GetContext(ctx context.Context) (redigo.Conn, error) {
 	switch {
 	case p.single != nil:
 		pc := p.single.Conn()
-		return &conn{pool: p, exec: pc, pinned: pc, readTimeout: p.readTimeout}, nil
+		return &conn{pool: p, exec: pc, pinned: pc, readTimeout: p.readTimeout, deadlines: p.deadlines}, nil
 	case p.cluster != nil:
 		return &clusterConn{conn: conn{pool: p, exec: p.cluster, readTimeout: p.readTimeout}, client: p.cluster, ctx: ctx}, nil
 	}
@@ -188,7 +191,8 @@ type (
 	}
 )
 
-// workers run commands in the background: for DoContext, whose caller
+// workers run commands in the background: for DoContext (and the engine's
+// DoContextTimeout where go-redis cannot bound a command), whose caller
 // must be free to give up when its context ends, and for Flush, which
 // returns before the replies are in. A worker waits a while for the next
 // command before it exits, so its stack, grown by go-redis's deep call

@@ -54,8 +54,9 @@ const activeIndexMemory = 1 << 14
 // at once.
 const activeParallel = 8
 
-// activeBatch is the most ids one mark script takes.
-const activeBatch = 10_000
+// activeBatch is the most ids one mark script takes: with its splits, a
+// few ms of the server's time (docs/activity.md).
+const activeBatch = 500
 
 // shardRef is what an engine remembers of a group's period: partition n
 // is in its index (refIndexed), shard n is a bitmap (refDense), or v3's
@@ -249,7 +250,7 @@ func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64)
 }
 
 // MarkActiveMany marks every id active in the group for period: one script
-// per partition the ids fall in (at most 8 at once; 10,000 ids a script),
+// of at most 500 ids per partition the ids fall in (at most 8 at once),
 // and one per shard the engine knows is dense (a run of bytes OR-ed in),
 // after one that indexes the partitions the engine has not indexed yet.
 // Each script's marks are atomic; if one fails the others' marks may stand

@@ -68,10 +68,40 @@ end
 
 local SHARD = 8388608 -- 2^23: h's low 23 bits are the id's offset in its shard
 
+-- bit is bit k of h (0: the top), which picks the child at depth k + 1.
+local function bit(k, hi, lo)
+  if k < 32 then
+    return math.floor(hi / 2 ^ (31 - k)) % 2
+  end
+  return math.floor(lo / 2 ^ (63 - k)) % 2
+end
+
+-- parting is the first bit, from bit d on, at which the entries' places
+-- differ: that of the least and the greatest (they share h's first d
+-- bits, and are distinct).
+local function parting(d, entries)
+  local a, b = entries[1], entries[1]
+  for _, e in ipairs(entries) do
+    if e[2] < a[2] or e[2] == a[2] and e[3] < a[3] then
+      a = e
+    elseif e[2] > b[2] or e[2] == b[2] and e[3] > b[3] then
+      b = e
+    end
+  end
+  local k = d
+  while k < 63 and bit(k, a[2], a[3]) == bit(k, b[2], b[3]) do
+    k = k + 1
+  end
+  return k
+end
+
 -- place puts entries ({member, hi, lo}: h's halves, exact) in the trie
 -- at node (depth d): as one bucket if they fit, else the node is split and
--- each half placed again, by h's next bit. The shard node's count is kept
--- from its split on.
+-- each half placed again, by h's next bit. The nodes down to where the
+-- entries part hold them all: each is split with one half empty ('s0' or
+-- 's1' names the other, for counts), written in one HSET, so that ids that
+-- share a long prefix (those of one shard) cost one pass, not one a
+-- level. The shard node's count is kept from its split on.
 local function place(d, node, entries)
   if #entries <= most then
     local members, key = {}, prefix .. node .. sfx
@@ -83,27 +113,26 @@ local function place(d, node, entries)
     buckets(1)
     return
   end
-  redis.call('HSET', dir, node, 's')
-  if d == 41 then
-    redis.call('HSET', dir, 'c' .. node, #entries)
-  end
-  local halves, order = {}, {}
-  for _, e in ipairs(entries) do
-    local child = act_node(d + 1, e[2], e[3])
-    if not halves[child] then
-      halves[child] = {}
-      order[#order + 1] = child
+  local e1 = entries[1]
+  local k = parting(d, entries)
+  local fields = {}
+  for depth = d, k do
+    local n = depth == d and node or act_node(depth, e1[2], e1[3])
+    fields[#fields + 1] = n
+    fields[#fields + 1] = depth < k and 's' .. bit(depth, e1[2], e1[3]) or 's'
+    if depth == 41 then
+      fields[#fields + 1] = 'c' .. n
+      fields[#fields + 1] = #entries
     end
-    local h = halves[child]
+  end
+  redis.call('HSET', dir, unpack(fields))
+  local halves = {{}, {}}
+  for _, e in ipairs(entries) do
+    local h = halves[bit(k, e[2], e[3]) + 1]
     h[#h + 1] = e
   end
-  if #order == 1 then -- one half empty: 's0' or 's1' names the other, for counts
-    local e = entries[1]
-    local c = d + 1 <= 32 and math.floor(e[2] / 2 ^ (31 - d)) or math.floor(e[3] / 2 ^ (63 - d))
-    redis.call('HSET', dir, node, 's' .. (c % 2))
-  end
-  for _, child in ipairs(order) do
-    place(d + 1, child, halves[child])
+  for c = 0, 1 do
+    place(k + 1, act_node(k + 1, halves[c + 1][1][2], halves[c + 1][1][3]), halves[c + 1])
   end
 end
 
@@ -168,33 +197,56 @@ local function densify(shard, hi, lo, resb)
   end
 end
 
+-- leafAt is the leaf at depth d on h's path, with what a mark needs of it,
+-- built once: its name, directory value and key, its shard's node (depth
+-- 41 and below), its prefix as numbers (a, b), for holds, and its size
+-- once read (n).
+local function leafAt(d, node, v, hi, lo)
+  local l = {d = d, node = node, v = v, key = prefix .. node .. sfx, shard = d >= 41 and act_node(41, hi, lo)}
+  if d <= 32 then
+    l.a = math.floor(hi / 2 ^ (32 - d))
+  else
+    l.a, l.b = hi, math.floor(lo / 2 ^ (64 - d))
+  end
+  return l
+end
+
+-- holds says whether the leaf l is on h's path: no string is built.
+local function holds(l, hi, lo)
+  if l.d <= 32 then
+    return math.floor(hi / 2 ^ (32 - l.d)) == l.a
+  end
+  return hi == l.a and math.floor(lo / 2 ^ (64 - l.d)) == l.b
+end
+
 -- A batch comes sorted by h: the leaf of the id before is tried first.
 local dense, seen, last = {tonumber(deadline)}, {}, nil
 for i = 4, #ARGV, 3 do
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local d, node, v
+  local l
   if compact and act_dense(compact, act_node(41, hi, lo)) then
-    d, node, v = 41, act_node(41, hi, lo), 'd'
+    l = leafAt(41, act_node(41, hi, lo), 'd', hi, lo)
   else
     if compact then -- a bucket joins: the trie is made whole first
       act_unpack(dir, compact)
       compact, last = false, nil
     end
-    if last and act_node(last[1], hi, lo) == last[2] then
-      d, node, v = last[1], last[2], last[3]
+    if last and holds(last, hi, lo) then
+      l = last
     else
-      d, node, v = act_leaf(dir, hi, lo)
-      last = {d, node, v}
+      local d, node, v = act_leaf(dir, hi, lo)
+      l = leafAt(d, node, v, hi, lo)
     end
   end
-  local key = prefix .. node .. sfx
-  local shard = d >= 41 and act_node(41, hi, lo)
-  if v == 'd' then
-    redis.call('SETBIT', key, lo % SHARD, 1)
-  elseif redis.call('SADD', key, m) == 1 then
-    local n = redis.call('SCARD', key)
+  last = l
+  local d, shard = l.d, l.shard
+  if l.v == 'd' then
+    redis.call('SETBIT', l.key, lo % SHARD, 1)
+  elseif redis.call('SADD', l.key, m) == 1 then
+    local n = l.n and l.n + 1 or redis.call('SCARD', l.key)
+    l.n = n
     if n == 1 then
-      made(key)
+      made(l.key)
       buckets(1)
       local parent = d > 4 and act_node(d - 1, hi, lo)
       local pv = parent and redis.call('HGET', dir, parent)
@@ -210,13 +262,13 @@ for i = 4, #ARGV, 3 do
     end
     if c and c >= dense_at then
       densify(shard, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
-      v, last = 'd', nil
+      l.v, last = 'd', nil
     elseif n > most then
-      split(d, node, key, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
+      split(d, l.node, l.key, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
       last = nil
     end
   end
-  if v == 'd' and not seen[shard] then
+  if l.v == 'd' and not seen[shard] then
     seen[shard] = true
     dense[#dense + 1] = (i - 1) / 3
   end

@@ -621,6 +621,56 @@ func TestActivity_FirstMarkOnAForeignKey(t *testing.T) {
 	})
 }
 
+// A batch that fails part way says how many of its ids it marked for
+// certain (a *MarkError): here every id outside the partition whose first
+// bucket is a key of another type, each partition's ids in several
+// scripts of one round trip. Once the key is gone, calling again with the
+// same ids marks the rest, and the count is exact.
+func TestActivity_ABatchToRetry(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		obj, err := e.object(kindActivity, "retry")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r := rand.New(rand.NewPCG(7, 7))
+		ids := randomIDs(r, 6*activeBatch*2)
+		blocked := placeOf(ids[0]).part()
+		outside := 0
+		for _, id := range ids {
+			if placeOf(id).part() != blocked {
+				outside++
+			}
+		}
+		foreign := leafKey(obj.partPrefix(blocked), trieNode{4, uint64(blocked)}, "p")
+		s.Must(t, "SET", foreign, "not activity's")
+		err = e.MarkActiveMany(ctx, "retry", "p", ids...)
+		var me *MarkError
+		if !errors.As(err, &me) || !strings.Contains(err.Error(), "WRONGTYPE") {
+			t.Fatalf("MarkActiveMany with a partition's first bucket a string: %v; want a *MarkError, WRONGTYPE", err)
+		}
+		t.Logf("%v", err)
+		// The first failure ends the other partitions' scripts not yet
+		// run: those that ran marked their ids, and no other.
+		if me.Marked > outside || me.Of != len(ids) {
+			t.Errorf("MarkError says %d of %d marked; want at most %d (the ids outside partition %d) of %d", me.Marked, me.Of, outside, blocked, len(ids))
+		}
+		if n := strings.Count(err.Error(), `activity group "retry"`); n != 1 {
+			t.Errorf("the error names the group %d times, want once: %v", n, err)
+		}
+		if n, err := e.CountActive(ctx, "retry", "p"); err != nil || n != int64(me.Marked) {
+			t.Errorf("CountActive after the failed batch: %d, %v; want %d, what the MarkError says", n, err, me.Marked)
+		}
+		s.Must(t, "DEL", foreign)
+		if err := e.MarkActiveMany(ctx, "retry", "p", ids...); err != nil {
+			t.Fatalf("MarkActiveMany again: %v", err)
+		}
+		if n, err := e.CountActive(ctx, "retry", "p"); err != nil || n != int64(len(ids)) {
+			t.Errorf("CountActive after the retry: %d, %v; want %d", n, err, len(ids))
+		}
+	})
+}
+
 // The scripts that make a shard dense make it whole: their last bit is the
 // engine's last offset in a shard.
 func TestActivity_ShardSizeInScripts(t *testing.T) {
@@ -663,7 +713,7 @@ func TestActivity_MarkAfterItsDeadline(t *testing.T) {
 		// An engine whose period lasts a minute marks, with the passed
 		// deadline: the period's next instance outlives the checks below.
 		long := engine(s, WithActivityTTL(time.Minute))
-		if err := long.markPart(ctx, obj, "p", 3, places, d); err != nil {
+		if _, err := long.markPart(ctx, obj, "p", 3, places, d); err != nil {
 			t.Fatal(err)
 		}
 		for _, k := range s.Keys(t) {

@@ -120,7 +120,7 @@ func BenchmarkActivityMark(b *testing.B) {
 // BenchmarkActivityMarkMany: MarkActiveMany of 100,000 ids into a fresh
 // period each time, so that every batch indexes its partitions: random ids
 // below 100 million (12 shards, none dense) and random int63 ids (sparse);
-// ms, round trips (commands sent) and slots touched per batch. Not on
+// ms, round trips, commands sent and slots touched per batch. Not on
 // miniredis, whose Lua takes seconds a batch.
 func BenchmarkActivityMarkMany(b *testing.B) {
 	x := newExperiment(b)
@@ -147,13 +147,14 @@ func BenchmarkActivityMarkMany(b *testing.B) {
 			}
 		}
 		x.Add(c.name, func(rd *bench.Round) error {
-			sent := x.env.Sent.Load()
+			sent, trips := x.env.Sent.Load(), x.env.Trips.Load()
 			start := time.Now()
 			if err := e.MarkActiveMany(ctx, "g", c.name+strconv.Itoa(rd.Index), ids...); err != nil {
 				return err
 			}
 			rd.Add("ms/batch", float64(time.Since(start).Microseconds())/1000)
-			rd.Add("trips/batch", float64(x.env.Sent.Load()-sent))
+			rd.Add("trips/batch", float64(x.env.Trips.Load()-trips))
+			rd.Add("cmds/batch", float64(x.env.Sent.Load()-sent))
 			rd.Add("slots/batch", float64(len(slots)))
 			rd.Did(1)
 			return nil

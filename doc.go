@@ -41,7 +41,8 @@ package atomicredis
 //	guarded.go        Lock.Eval and GuardedScript: writes guarded by a lock
 //	election.go       elections: Campaign, Leader, Observe
 //	autocomplete.go   recent lists and member sets: AddRecent, Suggest, ...
-//	activity.go       activity: MarkActive and the layout of a group's ids
+//	activity.go       activity: the layout of a group's ids, IsActive
+//	activity_mark.go  MarkActive, MarkActiveMany: marks in scripts of a bounded size
 //	activity_count.go CountActive
 //	hashes.go         the embedded scripts' SHA-1s, generated at build time (go generate)
 //

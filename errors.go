@@ -29,6 +29,22 @@ var (
 	ErrNotReplicated = errors.New("not replicated")
 )
 
+// MarkError is part of MarkActiveMany's error (errors.As) when the call
+// failed after it began to write: Marked of the Of ids it was given (an id
+// given twice counts twice) are marked for certain, and any of the others
+// may be. Marking is idempotent: calling MarkActiveMany again with the same
+// ids marks the rest, and counts stay exact.
+type MarkError struct {
+	Marked, Of int
+	Err        error // what failed
+}
+
+func (e *MarkError) Error() string {
+	return strconv.Itoa(e.Marked) + " of " + strconv.Itoa(e.Of) + " ids marked for certain: " + e.Err.Error()
+}
+
+func (e *MarkError) Unwrap() error { return e.Err }
+
 // Error is what the engine's calls return: the object (its kind and
 // name) and what happened to it, which wraps the sentinel errors or the
 // Redis or network failure behind it. Object is "" for errors about the

@@ -106,12 +106,14 @@ func Limit(p *redis.Pool) *redis.Pool {
 }
 
 // Env is an experiment's connections to the chosen server: Pool, whose
-// connections count the commands they send in Sent, and Admin, a
+// connections count the commands they send in Sent and their round trips
+// in Trips (a Do, with what was sent before it, or a Flush), and Admin, a
 // connection of its own (INFO, setup and cleanup).
 type Env struct {
 	Pool  *redis.Pool
 	Admin redis.Conn
 	Sent  *atomic.Int64
+	Trips *atomic.Int64
 }
 
 // NewEnv opens an Env on the chosen server, with up to maxIdle idle
@@ -120,7 +122,7 @@ type Env struct {
 func NewEnv(b testing.TB, maxIdle int) *Env {
 	b.Helper()
 	addr := chosen.Addr
-	env := &Env{Sent: new(atomic.Int64)}
+	env := &Env{Sent: new(atomic.Int64), Trips: new(atomic.Int64)}
 	env.Pool = Limit(&redis.Pool{
 		MaxIdle:     maxIdle,
 		IdleTimeout: time.Minute,
@@ -129,7 +131,7 @@ func NewEnv(b testing.TB, maxIdle int) *Env {
 			if err != nil {
 				return nil, err
 			}
-			return countedConn{c, env.Sent}, nil
+			return countedConn{c, env.Sent, env.Trips}, nil
 		},
 	})
 	admin, err := redis.Dial("tcp", addr)
@@ -145,15 +147,18 @@ func NewEnv(b testing.TB, maxIdle int) *Env {
 // calls are left out of every Usage, but not out of the CPU.
 func (env *Env) Read() (ServerCounts, error) { return ReadServer(env.Admin, env.Sent.Load()) }
 
-// countedConn counts the commands sent through it.
+// countedConn counts the commands sent through it, and its round trips.
 type countedConn struct {
 	redis.Conn
-	n *atomic.Int64
+	n, trips *atomic.Int64
 }
 
+// count counts a Do's command and its round trip. Do(""), which reads
+// the replies of what was sent (a pool's Close), counts as neither.
 func (c countedConn) count(cmd string) {
-	if cmd != "" { // Do("") only flushes
+	if cmd != "" {
 		c.n.Add(1)
+		c.trips.Add(1)
 	}
 }
 
@@ -162,8 +167,13 @@ func (c countedConn) Do(cmd string, args ...any) (any, error) {
 	return c.Conn.Do(cmd, args...)
 }
 
+func (c countedConn) Flush() error {
+	c.trips.Add(1)
+	return c.Conn.Flush()
+}
+
 func (c countedConn) Send(cmd string, args ...any) error {
-	c.count(cmd)
+	c.n.Add(1)
 	return c.Conn.Send(cmd, args...)
 }
 

@@ -148,8 +148,25 @@ func TestReadServerOnRedis(t *testing.T) {
 	if got := s1.ToCommands(s2, []string{"eval"}); got.Cmds != 3 || got.Usec != u.Usec {
 		t.Errorf("3 EVAL, ToCommands: %+v; want 3 commands in %v µs", got, u.Usec)
 	}
-	if env.Sent.Load() != 9 {
-		t.Errorf("the pool counted %d commands sent, want 9", env.Sent.Load())
+	if env.Sent.Load() != 9 || env.Trips.Load() != 9 {
+		t.Errorf("the pool counted %d commands sent in %d round trips, want 9 in 9", env.Sent.Load(), env.Trips.Load())
+	}
+	sent, trips := env.Sent.Load(), env.Trips.Load()
+	c := env.Pool.Get()
+	defer c.Close()
+	for i := 0; i < 3; i++ {
+		c.Send("GET", "k")
+	}
+	if _, err := c.Do("GET", "k"); err != nil { // one round trip with the 3 sent
+		t.Fatal(err)
+	}
+	c.Send("GET", "k")
+	c.Flush()
+	if _, err := c.Receive(); err != nil {
+		t.Fatal(err)
+	}
+	if s, tr := env.Sent.Load()-sent, env.Trips.Load()-trips; s != 5 || tr != 2 {
+		t.Errorf("3 GET sent, then Do, then Send, Flush, Receive: %d commands in %d round trips, want 5 in 2", s, tr)
 	}
 }
 

@@ -1106,8 +1106,18 @@ func TestWake_NoLostWakeup(t *testing.T) {
 		stopChaos()
 		t.Logf("%s: %d acquisitions, %d holders walked away, %d errors, %d cuts; free with live waiters queued: longest %v, %v in all (%d samples)",
 			s.Name, acquired.Load(), crashed.Load(), errs.Load(), proxy.cuts.Load(), longest, total, samples)
-		if longest > 3*testQueueTTL {
-			t.Errorf("the lock stayed free for %v with live waiters queued (queue TTL %v): a wake-up was lost", longest, testQueueTTL)
+		// On miniredis, whose clock a ticker goroutine moves (Realtime),
+		// a busy machine delays the clock and the expiries it drives by
+		// hundreds of ms (1.004 s seen in a CI run at load 6-10): the bound
+		// there only tells a wake-up lost for good (a waiter left until
+		// its 5 s Wait ends) from one the queue's expiry made up for. A
+		// real server keeps the tight bound.
+		bound := 3 * testQueueTTL
+		if s.Mini != nil {
+			bound = 2 * time.Second
+		}
+		if longest > bound {
+			t.Errorf("the lock stayed free for %v with live waiters queued (queue TTL %v; bound %v): a wake-up was lost", longest, testQueueTTL, bound)
 		}
 		if crashed.Load() == 0 || acquired.Load() < int64(12*rounds/2) {
 			t.Errorf("%d acquisitions, %d crashes: the test did not exercise what it checks", acquired.Load(), crashed.Load())

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -94,7 +95,10 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (*
 		timeout = min(timeout, time.Until(dl))
 	}
 	if timeout <= 0 {
-		return nil, context.DeadlineExceeded
+		if err := ctxErr(ctx); err != nil {
+			return nil, err
+		}
+		return nil, errSpent
 	}
 	get := ctx
 	if e.getMayWait() && (!bounded || time.Until(dl) > timeout) {
@@ -104,6 +108,14 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (*
 	}
 	pc, err := e.pool.GetContext(get)
 	if err != nil {
+		if get != ctx && ctxErr(ctx) == nil && errors.Is(err, context.DeadlineExceeded) {
+			// our bound, not the caller's: no context.DeadlineExceeded
+			cause := os.ErrDeadlineExceeded
+			if err != context.DeadlineExceeded { // a dial's, say: its text kept
+				cause = fmt.Errorf("%w (%v)", os.ErrDeadlineExceeded, err)
+			}
+			return nil, e.boundErr(timeout, timeout, "no connection from the pool", cause)
+		}
 		return nil, err
 	}
 	b, bound := pc.(binder)
@@ -127,6 +139,33 @@ func (e *Engine) conn(ctx context.Context, key string, timeout time.Duration) (*
 func (e *Engine) getMayWait() bool {
 	p, ok := e.pool.(*redis.Pool)
 	return !ok || p.DialContext != nil || p.Wait && p.MaxActive > 0 && p.ActiveCount() >= p.MaxActive
+}
+
+// errSpent is a call's error when the engine's bound for it (a release's
+// deadline, an abandon's) ran out before it could be sent, the caller's
+// ctx still live.
+var errSpent = fmt.Errorf("no time left of the call's bound to send it: %w", os.ErrDeadlineExceeded)
+
+// boundErr is the error of a call that a bound of the engine's ended,
+// the caller's ctx still live (else the error wraps ctx.Err()): it says
+// which bound (the call timeout, WithCallTimeout; a release's or an
+// abandon's own; or the client's read timeout, when that came first) and
+// wraps err, an i/o timeout (os.ErrDeadlineExceeded), never
+// context.DeadlineExceeded, which means the caller's ctx ended.
+func (e *Engine) boundErr(timeout, took time.Duration, what string, err error) error {
+	switch {
+	case took > 0 && took < timeout*9/10:
+		return fmt.Errorf("%s after %v, within the call's bound of %v: the client's own read timeout: %w", what, took.Round(time.Millisecond), timeout, err)
+	case timeout == e.callTimeout:
+		return fmt.Errorf("%s within the engine's call timeout (%v, WithCallTimeout): %w", what, timeout, err)
+	}
+	return fmt.Errorf("%s within the call's bound (%v): %w", what, timeout, err)
+}
+
+// timedOut reports whether err is a network timeout (an i/o timeout).
+func timedOut(err error) bool {
+	var ne net.Error
+	return errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout()
 }
 
 // routeKey is the key a script call is routed by: its first key. A script
@@ -175,6 +214,7 @@ func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack boo
 		if err := ctxErr(ctx); err != nil {
 			return out, err
 		}
+		sent := time.Now()
 		c, err := e.conn(ctx, key, timeout)
 		if err != nil {
 			return out, err
@@ -197,6 +237,9 @@ func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack boo
 			if cerr := ctxErr(ctx); cerr != nil && !errors.Is(err, cerr) {
 				// redigo reports a deadline hit mid-command as an i/o timeout.
 				return out, fmt.Errorf("%w (%w)", cerr, err)
+			}
+			if ctxErr(ctx) == nil && timedOut(err) {
+				return out, e.boundErr(timeout, time.Since(sent), "no reply", err)
 			}
 			return out, err
 		}
@@ -325,9 +368,7 @@ func transient(err error) bool {
 // still running: a transient error, a pool momentarily exhausted, or a
 // round trip cut off by the call timeout.
 func retryable(err error) bool {
-	var ne net.Error
-	return transient(err) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.As(err, &ne) && ne.Timeout()
+	return transient(err) || errors.Is(err, redis.ErrPoolExhausted) || errors.Is(err, context.DeadlineExceeded) || timedOut(err)
 }
 
 // unknownOutcome reports whether a failed call that was sent may still have

@@ -713,6 +713,48 @@ func TestCall_CancelledOnAStoppedServer(t *testing.T) {
 	}
 }
 
+// A call that a bound of the engine's ended says which, and matches
+// context.DeadlineExceeded only when the caller's ctx ended: on a stopped
+// server (SIGSTOP), the call timeout of a lock call and of a batch of
+// marks (whose error says how many it marked), and a caller's deadline.
+func TestCall_TimeoutNamed(t *testing.T) {
+	s := privateServer(t, "private redis")
+	pid := info(s, t, "process_id")
+	const callTimeout = 300 * time.Millisecond
+	e := engine(s, WithCallTimeout(callTimeout))
+	if _, err := e.LockInfo(ctxT(t), "tn"); err != nil { // a connection in the pool, the scripts loaded
+		t.Fatal(err)
+	}
+	if err := e.MarkActiveMany(ctxT(t), "tn", "p", 1, 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(int(pid), syscall.SIGCONT) })
+	bg := context.Background()
+	named := func(what string, err error) {
+		t.Logf("%s: %v", what, err)
+		if err == nil || errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) ||
+			!strings.Contains(err.Error(), "no reply within the engine's call timeout (300ms") {
+			t.Errorf("%s on a stopped server, a Background ctx: %v; want the call timeout named, os.ErrDeadlineExceeded, no context.DeadlineExceeded", what, err)
+		}
+	}
+	_, err := e.LockInfo(bg, "tn")
+	named("LockInfo", err)
+	err = e.MarkActiveMany(bg, "tn", "p", 3, 4)
+	named("MarkActiveMany", err)
+	var me *MarkError
+	if !errors.As(err, &me) || me.Marked != 0 || me.Of != 2 {
+		t.Errorf("MarkActiveMany on a stopped server: %v; want a MarkError of 0 of 2 marked", err)
+	}
+	ctx, cancel := context.WithTimeout(bg, 200*time.Millisecond)
+	defer cancel()
+	if _, err := e.LockInfo(ctx, "tn"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("LockInfo on a stopped server under a 200ms deadline: %v; want context.DeadlineExceeded", err)
+	}
+}
+
 // A Background call on a *redis.Pool with Wait, whose MaxActive
 // connections are all out, is bounded by the call timeout: the pool's
 // wait for one to come back ends then, with an error.
@@ -744,6 +786,12 @@ func TestCall_TimeoutBoundsAPoolsWait(t *testing.T) {
 		case err := <-done:
 			if err == nil || err.Error() == "taken" {
 				t.Errorf("TryLock with the pool's only connection out: %v; want an error within the call timeout", err)
+			}
+			// The engine's bound, not the caller's: it says so, and is no
+			// context.DeadlineExceeded.
+			if errors.Is(err, context.DeadlineExceeded) || !errors.Is(err, os.ErrDeadlineExceeded) ||
+				!strings.Contains(err.Error(), "no connection from the pool within the engine's call timeout") {
+				t.Errorf("TryLock with the pool's only connection out: %v; want it to name the call timeout, and no DeadlineExceeded", err)
 			}
 		case <-time.After(10 * time.Second):
 			out.Close()

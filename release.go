@@ -203,7 +203,7 @@ func (h *holding) unanswered(caller context.Context, err, last error, within tim
 		}
 		return h.obj.errorf("fence %d: gave up: %w (%w)", h.fence, cerr, err)
 	}
-	if !errors.Is(err, context.DeadlineExceeded) {
+	if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, errSpent) {
 		return h.obj.err(err)
 	}
 	if last != nil {

@@ -285,7 +285,7 @@ func (r *renewer) extend(stop context.Context, e *Engine) {
 		if !x.deadline.After(sent) {
 			// Too late to send (the renewer ran late, or retries did):
 			// the call would fail at once, and fail the batch with it.
-			x.err = x.h.obj.err(context.DeadlineExceeded)
+			x.err = x.h.obj.err(errSpent)
 			continue
 		}
 		live = append(live, x)

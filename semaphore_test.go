@@ -1650,9 +1650,11 @@ func TestSemaphore_WeightInfoAndExtend(t *testing.T) {
 			}
 			return p
 		}
-		three := take(SemaphoreOptions{TTL: 300 * time.Millisecond, Weight: 3, Watchdog: true, Owner: "three"})
+		// A TTL that a busy machine's late sleeps stay well inside (300 ms
+		// with 200 ms between extensions expired once in CI at load 10).
+		three := take(SemaphoreOptions{TTL: time.Second, Weight: 3, Watchdog: true, Owner: "three"})
 		one := take(SemaphoreOptions{TTL: time.Minute})
-		two := take(SemaphoreOptions{TTL: 300 * time.Millisecond, Weight: 2})
+		two := take(SemaphoreOptions{TTL: time.Second, Weight: 2})
 		if three.Weight() != 3 || one.Weight() != 1 || two.Weight() != 2 || (*Permit)(nil).Weight() != 0 {
 			t.Errorf("Weight() %d %d %d", three.Weight(), one.Weight(), two.Weight())
 		}
@@ -1668,9 +1670,9 @@ func TestSemaphore_WeightInfoAndExtend(t *testing.T) {
 		if n, err := e.SemaphoreHolders(ctx, "in"); n != 3 || err != nil {
 			t.Errorf("SemaphoreHolders %d, %v: want 3", n, err)
 		}
-		// Extended by Extend and by the watchdog, three times their TTL.
+		// Extended by Extend and by the watchdog, past their TTL.
 		for range 3 {
-			time.Sleep(200 * time.Millisecond)
+			time.Sleep(400 * time.Millisecond)
 			if err := two.Extend(ctx, 0); err != nil {
 				t.Fatal(err)
 			}

@@ -32,14 +32,16 @@ const activePartitions = 16
 
 // activeLeafIDs is the most ids a bucket holds: Redis keeps a set of at
 // most 512 integers (set-max-intset-entries) as a sorted intset, 8 bytes
-// an id. activeDenseIDs is the count at which a shard becomes a bitmap.
-// Variables so that tests can make tries deep with few ids; the layout
-// stays valid whatever they were when each id was marked.
-var activeLeafIDs, activeDenseIDs atomic.Int64
+// an id. activeDenseIDs is the count at which a shard becomes a bitmap,
+// built activeStepIDs ids a script (docs/activity.md). Variables so that
+// tests can make tries deep with few ids; the layout stays valid whatever
+// they were when each id was marked.
+var activeLeafIDs, activeDenseIDs, activeStepIDs atomic.Int64
 
 func init() {
 	activeLeafIDs.Store(512)
 	activeDenseIDs.Store(1 << 15)
+	activeStepIDs.Store(1024)
 }
 
 // activeIndexMemory bounds how many (group, period, partition) indexed,

@@ -198,7 +198,7 @@ func readTrie(fields []any) (trie, error) {
 		case "t", "b", "D": // the deadline, the buckets, the dense shards
 			continue
 		}
-		if strings.HasPrefix(name, "c") { // a shard's count
+		if strings.HasPrefix(name, "c") || strings.HasPrefix(name, "v") { // a shard's count, a building's cursor
 			continue
 		}
 		n, ok := parseNode(name)

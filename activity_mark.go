@@ -158,7 +158,7 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 			batch := places[:min(len(places), activeBatch)]
 			places = places[len(batch):]
 			args := make([]any, 0, 5+3*len(batch))
-			args = append(args, dir, prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load())
+			args = append(args, dir, prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load())
 			for _, pl := range batch {
 				args = append(args, pl.args()...)
 			}
@@ -211,10 +211,58 @@ func (e *Engine) marked(ctx context.Context, obj object, period string, part int
 	if err != nil {
 		return err
 	}
-	for _, i := range vs[1:] {
+	dense, building := vs[1:], []int64(nil)
+	if i := slices.Index(dense, 0); i >= 0 {
+		dense, building = dense[:i], dense[i+1:]
+	}
+	for _, i := range building { // a shard's bitmap being built: the rest of its steps
+		switch done, err := e.build(ctx, obj, period, args[:2], batch[i-1]); {
+		case err != nil:
+			return err
+		case done:
+			dense = append(dense, i)
+		}
+	}
+	for _, i := range dense {
 		e.remember(shardRef{obj.name, period, batch[i-1].shard, refDense, 0})
 	}
-	return e.guardV3(ctx, obj, period, vs[0], batch, vs[1:])
+	return e.guardV3(ctx, obj, period, vs[0], batch, dense)
+}
+
+// build takes the steps of the building of pl's shard's bitmap that are
+// left (act_mark's, with no id), up to 8 in a round trip, until the shard
+// is dense; it reports false if the shard is neither dense nor being built
+// any more (its period ended). keys: the partition's directory and prefix.
+func (e *Engine) build(ctx context.Context, obj object, period string, keys []any, pl place) (bool, error) {
+	base := place{h: pl.h &^ (1<<23 - 1)}
+	args := append(append([]any{}, keys...), -1, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load(), base.h>>32, base.h&(1<<32-1), "~"+base.member())
+	pieces := make([]piece, 8)
+	steps := 1 + activeShardIDs/max(1, activeStepIDs.Load()) // a step copies a leaf at least
+	for range 1 + steps/int64(len(pieces)) {
+		for i := range pieces {
+			pieces[i] = piece{s: scriptActMark, args: args}
+		}
+		c, err := e.conn(ctx, keys[0].(string), e.callTimeout)
+		if err != nil {
+			return false, obj.err(err)
+		}
+		e.pipeline(c, pieces, false)
+		c.close()
+		for _, p := range pieces {
+			vs, err := redis.Int64s(p.reply, p.err)
+			switch {
+			case err != nil:
+				return false, obj.err(e.callErr(ctx, err))
+			case vs[0] < 0: // the directory is gone: its period ended
+				return false, nil
+			case len(vs) > 1 && vs[1] == 1: // dense
+				return true, nil
+			case len(vs) < 3: // neither dense nor being built
+				return false, nil
+			}
+		}
+	}
+	return false, obj.errorf("period %q: shard %d's bitmap still not built after %d steps", period, pl.shard, steps)
 }
 
 // activeGuardShards bounds the shards whose v3 key guardV3 makes from their

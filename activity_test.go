@@ -1,9 +1,11 @@
 package atomicredis
 
 import (
+	"cmp"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -667,6 +669,84 @@ func TestActivity_ABatchToRetry(t *testing.T) {
 		}
 		if n, err := e.CountActive(ctx, "retry", "p"); err != nil || n != int64(len(ids)) {
 			t.Errorf("CountActive after the retry: %d, %v; want %d", n, err, len(ids))
+		}
+	})
+}
+
+// A shard's bitmap is built over several scripts: an id marked meanwhile
+// below the building's cursor goes into the bitmap too, one above it is
+// copied later, and counts and IsActive read the buckets until the switch.
+// (Within one MarkActiveMany the steps follow at once, and its sorted ids
+// never fall below the cursor: the scripts are called here one by one.)
+func TestActivity_MarkWhileBuilt(t *testing.T) {
+	smallTries(t, 4, 16) // a step: 4 ids
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		obj, err := e.object(kindActivity, "built")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const shard = 5
+		ids := func(offsets ...int64) []place {
+			var ps []place
+			for _, o := range offsets {
+				ps = append(ps, placeOf(shard*activeShardIDs+o))
+			}
+			slices.SortFunc(ps, func(a, b place) int { return cmp.Compare(a.h, b.h) })
+			return ps
+		}
+		part := ids(0)[0].part()
+		deadline, err := e.indexParts(ctx, obj, "p", int64(part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := obj.partPrefix(part)
+		dir := dirKey(prefix, "p")
+		mark := func(ps []place) []int64 {
+			args := []any{dir, prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load()}
+			for _, pl := range ps {
+				args = append(args, pl.args()...)
+			}
+			vs, err := redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return vs
+		}
+		var first []int64
+		for o := int64(1000); o <= 16000; o += 1000 {
+			first = append(first, o)
+		}
+		vs := mark(ids(first...))
+		shardNode := nodeOf(ids(0)[0].h, 41).name()
+		cursor, _ := redis.Int64(s.Do("HGET", dir, "v"+shardNode))
+		t.Logf("16 ids: reply %v, the cursor at %d", vs, cursor)
+		if !slices.Contains(vs, 0) || vs[len(vs)-1] == 0 || cursor <= 2 || cursor >= activeShardIDs {
+			t.Fatalf("after the 16th id: reply %v, cursor %d; want the shard being built, its cursor past offset 2", vs, cursor)
+		}
+		below, above := []int64{1, 2}, []int64{16500, 20000}
+		mark(ids(append(slices.Clone(below), above...)...))
+		all := append(append(append([]int64{}, first...), below...), above...)
+		if n, err := e.CountActive(ctx, "built", "p"); err != nil || n != int64(len(all)) {
+			t.Errorf("CountActive while the bitmap is built: %d, %v; want %d", n, err, len(all))
+		}
+		done, err := e.build(ctx, obj, "p", []any{dir, prefix}, ids(0)[0])
+		if err != nil || !done {
+			t.Fatalf("build: %v, %v; want the shard dense", done, err)
+		}
+		if v, _ := redis.String(s.Do("HGET", dir, shardNode)); v != "d" {
+			t.Errorf("the shard's directory entry %q after its building, want d", v)
+		}
+		for _, o := range all {
+			if ok, err := e.IsActive(ctx, "built", "p", shard*activeShardIDs+o); !ok || err != nil {
+				t.Errorf("IsActive(offset %d) after the switch: %v, %v", o, ok, err)
+			}
+		}
+		if ok, _ := e.IsActive(ctx, "built", "p", shard*activeShardIDs+3); ok {
+			t.Error("IsActive(offset 3), never marked: true")
+		}
+		if n, err := e.CountActive(ctx, "built", "p"); err != nil || n != int64(len(all)) {
+			t.Errorf("CountActive after the switch: %d, %v; want %d", n, err, len(all))
 		}
 	})
 }

@@ -160,10 +160,11 @@ func shardIDs(s, from, step, n int64) []int64 {
 
 // smallTries makes buckets hold leaf ids and shards turn dense at dense ids
 // until the test ends, so that a few hundred ids make deep tries and dense
-// shards. Tests that call it do not run in parallel.
+// shards, whose bitmaps are built a quarter of dense ids a step (several
+// steps, over several scripts). Tests that call it do not run in parallel.
 func smallTries(t *testing.T, leaf, dense int64) {
-	oldLeaf, oldDense := activeLeafIDs.Swap(leaf), activeDenseIDs.Swap(dense)
-	t.Cleanup(func() { activeLeafIDs.Store(oldLeaf); activeDenseIDs.Store(oldDense) })
+	oldLeaf, oldDense, oldStep := activeLeafIDs.Swap(leaf), activeDenseIDs.Swap(dense), activeStepIDs.Swap(max(1, dense/4))
+	t.Cleanup(func() { activeLeafIDs.Store(oldLeaf); activeDenseIDs.Store(oldDense); activeStepIDs.Store(oldStep) })
 }
 
 // activeOracle is what a test marked: period -> ids.

@@ -2,7 +2,8 @@
 -- periods.
 -- KEYS[1..n] the partition's directories, one per period
 -- reply: for each period, its directory as HGETALL gives it (field, value,
---   ...: nodes 's', 's0', 's1' or 'd', counts 'c<node>', the deadline
+--   ...: nodes 's', 's0', 's1' or 'd', counts 'c<node>', the cursors of
+--   shards whose bitmaps are being built 'v<node>', the deadline
 --   't', the count of buckets 'b', the dense shards 'D'), or 0 for a
 --   period without one; or, for a directory that counts no bucket ('b' is
 --   0: every id is in a dense shard), '*' and its dense shards ('D': their

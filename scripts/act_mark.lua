@@ -1,6 +1,8 @@
 -- act_mark: mark ids active in one partition of a group's activity for a
 -- period (docs/activity.md): each id into its leaf, a bucket split when it
--- passes the leaf size, a shard made dense when it reaches the dense size.
+-- passes the leaf size, a shard made dense once it reaches the dense size:
+-- its bitmap is built over several scripts, a bounded step each, while
+-- its buckets stay what counts read, then it switches in one step.
 -- KEYS[1] the partition's directory for the period, KEYS[2] the partition's
 --   key prefix (a leaf is KEYS[2] .. node .. the period's suffix of KEYS[1])
 -- ARGV[1] the period's deadline in ms since the epoch (0: none) as the
@@ -8,13 +10,17 @@
 --   now: then an absent directory is not created; nor is it when that
 --   deadline has passed (the index gave it before the period ended)
 -- ARGV[2] the most ids a bucket holds, ARGV[3] the ids that make a shard
---   dense
--- ARGV[4..] three values an id: h's high and low 32 bits, and the member
---   (h - 2^63 in decimal)
+--   dense, ARGV[4] the most ids a script copies into the bitmaps of shards
+--   turning dense (a step)
+-- ARGV[5..] three values an id: h's high and low 32 bits, and the member
+--   (h - 2^63 in decimal); or, to take a step of the building of the
+--   shard of h, '~' and the member of the shard's first place (offset 0)
 -- reply: {-1} if the directory was absent and ARGV[1] is -1 or a deadline
---   passed (nothing written: the caller indexes the period again); else {deadline, i...}: the period's deadline (ms since the
---   epoch, 0 for none), then the positions (1-based) of ids whose shard is
---   dense, one a shard. A key of another type where an id goes fails the
+--   passed (nothing written: the caller indexes the period again); else
+--   {deadline, i..., 0, j...}: the period's deadline (ms since the epoch, 0
+--   for none), the positions (1-based) of ids whose shard is dense, one a
+--   shard, then 0 and the positions of ids whose shard's bitmap is still
+--   being built, one a shard (the caller takes steps until it is dense). A key of another type where an id goes fails the
 --   script with WRONGTYPE: nothing is written when the directory was
 --   absent (the partition's first bucket is checked first); in a
 --   directory that exists, the ids before it stay marked.
@@ -25,7 +31,7 @@
 -- (libraries)
 local dir, prefix = KEYS[1], KEYS[2]
 local sfx = string.sub(dir, #prefix + 1)
-local most, dense_at = tonumber(ARGV[2]), tonumber(ARGV[3])
+local most, dense_at, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
 local got = redis.call('HMGET', dir, 't', 'b')
 local deadline, counted = got[1], got[2] ~= false
 -- compact: a compact directory's dense shards (lib/act.lua), else false
@@ -40,7 +46,7 @@ if not deadline then
   end
   -- Every id here starts in the partition's first bucket: a key of
   -- another type there fails the mark before it writes the directory.
-  local first = redis.pcall('SCARD', prefix .. act_node(4, tonumber(ARGV[4]), tonumber(ARGV[5])) .. sfx)
+  local first = redis.pcall('SCARD', prefix .. act_node(4, tonumber(ARGV[5]), tonumber(ARGV[6])) .. sfx)
   if type(first) == 'table' and first.err then
     return first
   end
@@ -155,11 +161,10 @@ local function split(d, node, key, hi, lo, resb)
   place(d, node, entries)
 end
 
--- densify makes the shard at node (depth 41) a bitmap of its ids: every
--- bucket under it is read and deleted, with the split nodes below it, and
--- the shard joins the directory's list of dense shards ('D'). A directory
--- left with no bucket is made compact.
-local function densify(shard, hi, lo, resb)
+-- clear deletes every bucket under the shard at node (depth 41) and the
+-- split nodes below it, and returns the members read when collect (the
+-- shard's ids, for its bitmap), else nothing.
+local function clear(node41, hi, lo, resb, collect)
   local offsets, stack = {}, {{41, math.floor(lo / SHARD)}}
   while #stack > 0 do
     local top = table.remove(stack)
@@ -174,20 +179,22 @@ local function densify(shard, hi, lo, resb)
       stack[#stack + 1] = {d + 1, p * 2 + 1}
     else
       local key = prefix .. node .. sfx
-      for _, m in ipairs(redis.call('SMEMBERS', key)) do
-        offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
+      if collect then
+        for _, m in ipairs(redis.call('SMEMBERS', key)) do
+          offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
+        end
       end
       buckets(-redis.call('DEL', key))
     end
   end
-  local key = prefix .. shard .. sfx
-  redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
-  for _, o in ipairs(offsets) do
-    redis.call('SETBIT', key, o, 1)
-  end
-  made(key)
+  return offsets
+end
+
+-- dense marks the shard dense in the directory, its bitmap whole: a
+-- directory left with no bucket is made compact.
+local function dense(shard)
   redis.call('HSET', dir, shard, 'd')
-  redis.call('HDEL', dir, 'c' .. shard)
+  redis.call('HDEL', dir, 'c' .. shard, 'v' .. shard)
   local all = redis.call('HGET', dir, 'D')
   all = all and all .. ' ' .. shard or shard
   redis.call('HSET', dir, 'D', all)
@@ -195,6 +202,73 @@ local function densify(shard, hi, lo, resb)
     act_compact(dir)
     compact = all
   end
+end
+
+-- densify makes the shard at node (depth 41), a bucket, a bitmap of its
+-- ids at once (a bucket holds at most most + 1 of them).
+local function densify(shard, hi, lo, resb)
+  local offsets = clear(shard, hi, lo, resb, true)
+  local key = prefix .. shard .. sfx
+  redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
+  for _, o in ipairs(offsets) do
+    redis.call('SETBIT', key, o, 1)
+  end
+  made(key)
+  dense(shard)
+end
+
+-- A shard split below depth 41 that reaches the dense size is built: its
+-- bitmap (the key of its node at depth 41, no bucket's) is made whole,
+-- and the directory's 'v<node>' keeps a cursor, the offset below which
+-- every id of the shard's buckets is in the bitmap too. A step copies the
+-- buckets from the cursor on, whole, until the script's budget of ids is
+-- spent; an id marked below the cursor is set in the bitmap as well as
+-- added to its bucket. The buckets are what counts and IsActive read
+-- until the last step, which deletes them and says 'd'.
+
+-- building is a shard's cursor (nil: not known yet in this script, false:
+-- not being built), by node.
+local building = {}
+
+local function cursor(shard)
+  if building[shard] == nil then
+    building[shard] = tonumber(redis.call('HGET', dir, 'v' .. shard) or false) or false
+  end
+  return building[shard]
+end
+
+local function begin(shard)
+  local key = prefix .. shard .. sfx
+  redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
+  made(key)
+  redis.call('HSET', dir, 'v' .. shard, 0)
+  building[shard] = 0
+end
+
+-- step copies buckets of the shard being built, from its cursor on, while
+-- the budget lasts; it reports whether the shard is dense now. hi, lo: a
+-- place in the shard; resb: the shard's base mod 10^12.
+local function step(shard, hi, lo, resb)
+  local x, base, key = building[shard], lo - lo % SHARD, prefix .. shard .. sfx
+  while x < 8388096 and budget > 0 do
+    local d, node = act_leaf(dir, hi, base + x)
+    for _, m in ipairs(redis.call('SMEMBERS', prefix .. node .. sfx)) do
+      redis.call('SETBIT', key, (act_res(m) - resb) % 1e12, 1)
+      budget = budget - 1
+    end
+    budget = budget - 1 -- the leaf's look-up
+    local span = 2 ^ (64 - d)
+    x = base + x - (base + x) % span + span - base -- the end of the leaf's range
+  end
+  if x < 8388096 then
+    building[shard] = x
+    redis.call('HSET', dir, 'v' .. shard, x)
+    return false
+  end
+  clear(shard, hi, lo, resb, false)
+  building[shard] = false
+  dense(shard)
+  return true
 end
 
 -- leafAt is the leaf at depth d on h's path, with what a mark needs of it,
@@ -220,57 +294,95 @@ local function holds(l, hi, lo)
 end
 
 -- A batch comes sorted by h: the leaf of the id before is tried first.
-local dense, seen, last = {tonumber(deadline)}, {}, nil
-for i = 4, #ARGV, 3 do
+local reply, seen, last = {tonumber(deadline)}, {}, nil
+local built = {} -- shards being built that this script touched: {shard, hi, lo, resb, i}
+for i = 5, #ARGV, 3 do
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local l
-  if compact and act_dense(compact, act_node(41, hi, lo)) then
-    l = leafAt(41, act_node(41, hi, lo), 'd', hi, lo)
+  local pos = (i - 2) / 3
+  if string.sub(m, 1, 1) == '~' then -- a step of a shard's building, no id
+    local shard = act_node(41, hi, lo)
+    if cursor(shard) and not seen[shard] then
+      seen[shard] = true
+      built[#built + 1] = {shard, hi, lo, act_res(string.sub(m, 2)), pos}
+    elseif redis.call('HGET', dir, shard) == 'd' and not seen[shard] then
+      seen[shard] = true
+      reply[#reply + 1] = pos
+    end
   else
-    if compact then -- a bucket joins: the trie is made whole first
-      act_unpack(dir, compact)
-      compact, last = false, nil
-    end
-    if last and holds(last, hi, lo) then
-      l = last
+    local l
+    if compact and act_dense(compact, act_node(41, hi, lo)) then
+      l = leafAt(41, act_node(41, hi, lo), 'd', hi, lo)
     else
-      local d, node, v = act_leaf(dir, hi, lo)
-      l = leafAt(d, node, v, hi, lo)
-    end
-  end
-  last = l
-  local d, shard = l.d, l.shard
-  if l.v == 'd' then
-    redis.call('SETBIT', l.key, lo % SHARD, 1)
-  elseif redis.call('SADD', l.key, m) == 1 then
-    local n = l.n and l.n + 1 or redis.call('SCARD', l.key)
-    l.n = n
-    if n == 1 then
-      made(l.key)
-      buckets(1)
-      local parent = d > 4 and act_node(d - 1, hi, lo)
-      local pv = parent and redis.call('HGET', dir, parent)
-      if pv == 's0' or pv == 's1' then -- both halves hold ids now
-        redis.call('HSET', dir, parent, 's')
+      if compact then -- a bucket joins: the trie is made whole first
+        act_unpack(dir, compact)
+        compact, last = false, nil
+      end
+      if last and holds(last, hi, lo) then
+        l = last
+      else
+        local d, node, v = act_leaf(dir, hi, lo)
+        l = leafAt(d, node, v, hi, lo)
       end
     end
-    local c
-    if d > 41 then
-      c = redis.call('HINCRBY', dir, 'c' .. shard, 1)
-    elseif d == 41 and n > most then
-      c = n
+    last = l
+    local d, shard = l.d, l.shard
+    if l.v == 'd' then
+      redis.call('SETBIT', l.key, lo % SHARD, 1)
+    elseif redis.call('SADD', l.key, m) == 1 then
+      local n = l.n and l.n + 1 or redis.call('SCARD', l.key)
+      l.n = n
+      if n == 1 then
+        made(l.key)
+        buckets(1)
+        local parent = d > 4 and act_node(d - 1, hi, lo)
+        local pv = parent and redis.call('HGET', dir, parent)
+        if pv == 's0' or pv == 's1' then -- both halves hold ids now
+          redis.call('HSET', dir, parent, 's')
+        end
+      end
+      local c
+      local resb = (act_res(m) - lo % SHARD) % 1e12
+      if d > 41 then
+        c = redis.call('HINCRBY', dir, 'c' .. shard, 1)
+        local x = cursor(shard)
+        if x and lo % SHARD < x then
+          redis.call('SETBIT', prefix .. shard .. sfx, lo % SHARD, 1)
+        end
+        if not x and c >= dense_at then
+          begin(shard)
+        end
+        if building[shard] and not seen[shard] then
+          seen[shard] = true
+          built[#built + 1] = {shard, hi, lo, resb, pos}
+        end
+      elseif d == 41 and n > most then
+        c = n
+      end
+      if d == 41 and c and c >= dense_at then
+        densify(shard, hi, lo, resb)
+        l.v, last = 'd', nil
+      elseif n > most then
+        split(d, l.node, l.key, hi, lo, resb)
+        last = nil
+      end
     end
-    if c and c >= dense_at then
-      densify(shard, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
-      l.v, last = 'd', nil
-    elseif n > most then
-      split(d, l.node, l.key, hi, lo, (act_res(m) - lo % SHARD) % 1e12)
-      last = nil
+    if l.v == 'd' and not seen[shard] then
+      seen[shard] = true
+      reply[#reply + 1] = pos
     end
-  end
-  if l.v == 'd' and not seen[shard] then
-    seen[shard] = true
-    dense[#dense + 1] = (i - 1) / 3
   end
 end
-return dense
+-- The shards being built: a step each while the budget lasts.
+local still = {}
+for _, b in ipairs(built) do
+  if budget > 0 and step(b[1], b[2], b[3], b[4]) then
+    reply[#reply + 1] = b[5]
+  else
+    still[#still + 1] = b[5]
+  end
+end
+reply[#reply + 1] = 0
+for _, j in ipairs(still) do
+  reply[#reply + 1] = j
+end
+return reply

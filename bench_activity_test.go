@@ -44,6 +44,14 @@ func init() {
 		bench.Row("7 periods of 10^6 random ids: CountActive ns", [2]string{"BenchmarkActivityRandomWeek/or", "ns/op"}, [2]string{}, "<=", 1e9).Aim(),
 		bench.Row("7 periods of 10^6 random ids: CountActiveAll ns", [2]string{"BenchmarkActivityRandomWeek/and", "ns/op"}, [2]string{}, "<=", 1e9),
 		bench.Row("7 periods of 10^6 random ids: longest count script, ms", [2]string{"BenchmarkActivityRandomWeek/scripts", "max-script-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("100,000 clustered ids in one call: bytes an id", [2]string{"BenchmarkActivityShapes/clustered-1e5", "B/id"}, [2]string{}, "<=", 16),
+		bench.Row("100,000 ids a shape, one call: the longest mark script, ms (clustered)", [2]string{"BenchmarkActivityShapes/clustered-1e5", "max-mark-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("the longest mark script, ms (random)", [2]string{"BenchmarkActivityShapes/random-1e5", "max-mark-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("the longest mark script, ms (dense then sparse)", [2]string{"BenchmarkActivityShapes/dense-then-sparse-1e5", "max-mark-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("the longest mark script, ms (shard by shard)", [2]string{"BenchmarkActivityShapes/shard-by-shard-1e5", "max-mark-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("the longest mark script, ms (one shard turning dense)", [2]string{"BenchmarkActivityShapes/one-shard-1e5", "max-mark-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("the longest mark script, ms (a backfill of 10 periods)", [2]string{"BenchmarkActivityShapes/backfill-1e5", "max-mark-ms"}, [2]string{}, "<=", 5).Aim(),
+		bench.Row("the longest count script of those shapes' periods, ms (clustered)", [2]string{"BenchmarkActivityShapes/clustered-1e5", "max-count-ms"}, [2]string{}, "<=", 5).Aim(),
 		bench.Row("a day of 10^8 dense ids: MB (total.allocated)", [2]string{"BenchmarkActivitySeedDay/memory", "MB/day"}, [2]string{}, "<=", 12.6),
 		bench.Row("7 days of 10^8 ids: CountActive time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/or", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-or", "ns/op"}, "<=", 1.2),
 		bench.Row("7 days of 10^8 ids: CountActiveAll time ÷ v3's", [2]string{"BenchmarkActivitySeedDay/and", "ns/op"}, [2]string{"BenchmarkActivitySeedDay/v3-and", "ns/op"}, "<=", 1.2),
@@ -750,5 +758,174 @@ func BenchmarkActivityRandomWeek(b *testing.B) {
 		rd.Did(1)
 		return nil
 	})
+	x.Run()
+}
+
+// activityShapes are the shapes of ids a batch may have, n ids each:
+// clustered (a burst of snowflake-like ids: base + i·4096 + rand(4096),
+// about 50 shards high in the id space), random int63, dense then sparse
+// (n/2 ids from 0, then n/2 random), one shard at a time (shards filled
+// one after another, each turning dense mid-batch), one shard's random
+// offsets (sparse buckets, then dense mid-batch), and a backfill (10 old
+// periods, a call each). Each gives the periods' ids: period -> ids.
+func activityShapes(n int) map[string]func(r *rand.Rand) map[string][]int64 {
+	one := func(ids []int64) map[string][]int64 { return map[string][]int64{"p": ids} }
+	return map[string]func(r *rand.Rand) map[string][]int64{
+		"clustered": func(r *rand.Rand) map[string][]int64 {
+			base := int64(1796151569253404) << 10
+			ids := make([]int64, n)
+			for i := range ids {
+				ids[i] = base + int64(i)*4096 + r.Int64N(4096)
+			}
+			return one(ids)
+		},
+		"random": func(r *rand.Rand) map[string][]int64 { return one(randomIDs(r, n)) },
+		"dense-then-sparse": func(r *rand.Rand) map[string][]int64 {
+			ids := make([]int64, 0, n)
+			for i := 0; i < n/2; i++ {
+				ids = append(ids, int64(i))
+			}
+			return one(append(ids, randomIDs(r, n-n/2)...))
+		},
+		"shard-by-shard": func(r *rand.Rand) map[string][]int64 {
+			ids := make([]int64, 0, n)
+			per := int64(40_000) // past the dense size, each
+			for i := int64(0); len(ids) < n; i++ {
+				ids = append(ids, (100+i/per)*activeShardIDs+i%per*7)
+			}
+			return one(ids)
+		},
+		"one-shard": func(r *rand.Rand) map[string][]int64 {
+			seen := map[int64]bool{}
+			ids := make([]int64, 0, n)
+			for len(ids) < n {
+				if id := 9*activeShardIDs + r.Int64N(activeShardIDs); !seen[id] {
+					seen[id] = true
+					ids = append(ids, id)
+				}
+			}
+			return one(ids)
+		},
+		"backfill": func(r *rand.Rand) map[string][]int64 {
+			out := map[string][]int64{}
+			for d := 0; d < 10; d++ {
+				out["old"+strconv.Itoa(d)] = snowflakeIDs(r, n/10)
+			}
+			return out
+		},
+	}
+}
+
+// BenchmarkActivityShapes: each shape of activityShapes at 10^5 ids (10^6
+// too with BENCH_SEED_SCALE=1), marked by an engine with the default
+// options (a period's ids in one MarkActiveMany call), on the bench
+// server: the longest mark script and the longest count script in
+// SLOWLOG, the mark scripts, the bytes an id (growth of total.allocated,
+// the engine's pool closed), and each period's count checked against its
+// ids.
+func BenchmarkActivityShapes(b *testing.B) {
+	x := newExperiment(b)
+	x.Rounds = 1
+	if benchMini {
+		x.Skip("clustered-1e5", "miniredis has no SLOWLOG or MEMORY STATS: runs on redis-server")
+		x.Run()
+		return
+	}
+	admin := x.env.Admin
+	cfg, err := redis.StringMap(admin.Do("CONFIG", "GET", "slowlog-*"))
+	if err != nil {
+		bench.Check(b, err)
+	}
+	b.Cleanup(func() {
+		admin.Do("CONFIG", "SET", "slowlog-log-slower-than", cfg["slowlog-log-slower-than"], "slowlog-max-len", cfg["slowlog-max-len"])
+	})
+	// slowest reads SLOWLOG: the longest script and how many, then resets it.
+	slowest := func() (ms float64, scripts int, err error) {
+		entries, err := redis.Values(admin.Do("SLOWLOG", "GET", -1))
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, entry := range entries {
+			f, _ := redis.Values(entry, nil)
+			if args, _ := redis.Strings(f[3], nil); len(args) > 0 && strings.EqualFold(args[0], "evalsha") {
+				us, _ := redis.Int64(f[2], nil)
+				ms, scripts = max(ms, float64(us)/1000), scripts+1
+			}
+		}
+		_, err = admin.Do("SLOWLOG", "RESET")
+		return ms, scripts, err
+	}
+	sizes := []int{1e5}
+	if os.Getenv("BENCH_SEED_SCALE") == "1" {
+		sizes = append(sizes, 1e6)
+	}
+	for _, n := range sizes {
+		shapes := activityShapes(n)
+		names := make([]string, 0, len(shapes))
+		for name := range shapes {
+			names = append(names, name)
+		}
+		slices.Sort(names)
+		for _, name := range names {
+			periods := shapes[name](rand.New(rand.NewPCG(uint64(n), 44)))
+			x.Add(name+"-"+sizeName(n), func(rd *bench.Round) error {
+				defer dropKeys(admin, x.env.ns)
+				if _, err := admin.Do("CONFIG", "SET", "slowlog-log-slower-than", 0, "slowlog-max-len", 1<<20); err != nil {
+					return err
+				}
+				if _, _, err := slowest(); err != nil {
+					return err
+				}
+				before, err := allocated(admin)
+				if err != nil {
+					return err
+				}
+				pool := bench.Limit(&redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16})
+				defer pool.Close()
+				e := New(pool, WithNamespace(x.env.ns))
+				defer e.Close(context.Background())
+				ctx := context.Background()
+				want := map[string]int64{}
+				for p, ids := range periods {
+					if err := e.MarkActiveMany(ctx, name, p, ids...); err != nil {
+						return err
+					}
+					distinct := map[int64]bool{}
+					for _, id := range ids {
+						distinct[id] = true
+					}
+					want[p] = int64(len(distinct))
+				}
+				markMS, scripts, err := slowest()
+				if err != nil {
+					return err
+				}
+				ids := int64(0)
+				for p, n := range want {
+					if got, err := e.CountActive(ctx, name, p); err != nil || got != n {
+						return fmt.Errorf("CountActive(%s) = %d, %v; want %d", p, got, err, n)
+					}
+					ids += n
+				}
+				countMS, _, err := slowest()
+				if err != nil {
+					return err
+				}
+				e.Close(ctx)
+				pool.Close()
+				time.Sleep(200 * time.Millisecond) // the server frees closed clients' buffers
+				after, err := allocated(admin)
+				if err != nil {
+					return err
+				}
+				rd.Add("max-mark-ms", markMS)
+				rd.Add("max-count-ms", countMS)
+				rd.Add("scripts", float64(scripts))
+				rd.Add("B/id", float64(after-before)/float64(ids))
+				rd.Did(1)
+				return nil
+			})
+		}
+	}
 	x.Run()
 }

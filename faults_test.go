@@ -723,6 +723,7 @@ func TestFaults_ClientClockOnlyPaces(t *testing.T) {
 		"released":              "how long the holding was held, for EventReleased",
 		"ctxErr":                "whether ctx's deadline has passed",
 		"conn":                  "a call's timeout, up to ctx's deadline",
+		"call":                  "how long a round trip waited before it timed out, for its error (the client's own read timeout, or the engine's bound)",
 	}
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")

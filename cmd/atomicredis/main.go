@@ -83,16 +83,19 @@ Usage:
 
 Run atomicredis COMMAND -help for a command's flags.
 
+Without -wait, lock, semaphore and elect wait until they hold, as flock
+does; -wait D gives up after D (exit 75); -n tries once (lock, semaphore).
 While CMD runs, the lease (-ttl, default 10s) is extended every third of
 it. SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1 and SIGUSR2 are forwarded
 to CMD, which runs in a process group of its own (given the terminal
-when atomicredis has it). If the holding is lost while CMD runs (another
-took it, unlock -force, Redis unreachable until the lease ran out), it is
-found at the next extension: CMD's process group gets SIGTERM, and SIGKILL
-after -grace (default 10s). When CMD ends, the holding is released. CMD
-gets ATOMICREDIS_FENCE (the holding's fence; for elect, the term) and
-ATOMICREDIS_TOKEN in its environment: pass them to what it writes, so that
-a store can refuse a holder that lost its lock.
+when atomicredis has it; Ctrl-Z then stops CMD alone, which keeps the
+holding: resume it with kill -CONT). If the holding is lost while CMD runs
+(another took it, unlock -force, Redis unreachable until the lease ran
+out), it is found at the next extension: CMD's process group gets SIGTERM,
+and SIGKILL after -grace (default 10s). When CMD ends, the holding is
+released. CMD gets ATOMICREDIS_FENCE (the holding's fence; for elect, the
+term) and ATOMICREDIS_TOKEN in its environment: pass them to what it
+writes, so that a store can refuse a holder that lost its lock.
 
 At most one holder at a time: a cron job on many hosts runs once per
 firing only if each host's run holds the lock for the job's whole length
@@ -108,18 +111,21 @@ Common flags:
 
 Exit status:
 
-  CMD's status      CMD ran and ended, the holding kept; 128+n when signal n
-                    ended CMD, or ended atomicredis while it waited
-  0                 the admin commands succeeded
-  1                 leader: the election has no leader
-  64  EX_USAGE      bad flags or arguments (a bad name, -weight above the
-                    semaphore's limit)
-  69  EX_UNAVAILABLE Redis unreachable, or it refused a call (auth, ACL)
-  75  EX_TEMPFAIL   not acquired within -wait (at once with -n); CMD did not run
-  79                the holding was lost while CMD ran (or found lost when
-                    released after CMD ended): CMD was stopped, or ran
-                    unguarded at its end
-  126, 127          CMD could not be started, or was not found
+  CMD's status         CMD ran and ended, the holding kept; 128+n when
+                       signal n ended CMD, or ended atomicredis while it
+                       waited (CMD not run)
+  0                    an admin command succeeded
+  1                    leader: the election has no leader
+  64  EX_USAGE         bad flags or arguments (a bad name, -weight above
+                       the semaphore's limit)
+  69  EX_UNAVAILABLE   Redis unreachable, or it refused a call (auth, ACL)
+  75  EX_TEMPFAIL      not acquired within -wait (at once with -n); CMD
+                       not run
+  79                   the holding was lost while CMD ran (or found lost
+                       when released after CMD ended): CMD was stopped, or
+                       ran unguarded at its end
+  126, 127             CMD could not be started, or was not found
+
 When CMD itself exits 64, 69, 75, 79, 126 or 127, atomicredis says so on
 stderr.
 `

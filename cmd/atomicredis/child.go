@@ -35,6 +35,7 @@ func (c *cli) runHeld(h *held, argv []string, grace time.Duration, sigs <-chan o
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()
 	if err := cmd.Start(); err != nil {
+		g.ended() // a child that failed to exec may have taken the terminal
 		c.release(h)
 		fmt.Fprintf(c.stderr, "atomicredis %s: %v\n", c.name, err)
 		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, fs.ErrNotExist) {
@@ -43,14 +44,24 @@ func (c *cli) runHeld(h *held, argv []string, grace time.Duration, sigs <-chan o
 		return exitCannotRun
 	}
 	done := make(chan struct{})
+	var waitErr error
 	go func() {
-		cmd.Wait() // its error is in ProcessState
+		waitErr = cmd.Wait()
 		close(done)
 	}()
 	lost, killed := c.supervise(h, g, grace, sigs, done)
 	g.ended()
+	var relErr error
+	if lost { // nothing to release, and Redis may be unreachable
+		h.stop()
+	} else {
+		relErr = c.release(h)
+	}
+	if cmd.ProcessState == nil { // Wait failed before CMD ended: no status to give
+		fmt.Fprintf(c.stderr, "atomicredis %s: waiting for CMD: %v\n", c.name, waitErr)
+		return exitCannotRun
+	}
 	status := exitStatus(cmd.ProcessState)
-	relErr := c.release(h)
 	switch {
 	case lost:
 		fmt.Fprintf(c.stderr, "atomicredis %s: %s was lost while CMD ran; CMD ended (%v)%s\n", c.name, h.what, cmd.ProcessState, killed)
@@ -69,7 +80,7 @@ func (c *cli) runHeld(h *held, argv []string, grace time.Duration, sigs <-chan o
 // when h is lost. It reports whether h was lost, and, if CMD had to be
 // killed, a note saying so.
 func (c *cli) supervise(h *held, g *group, grace time.Duration, sigs <-chan os.Signal, done <-chan struct{}) (lost bool, note string) {
-	lostCh := h.lost
+	lostCh := h.ctx.Done()
 	kill := time.NewTimer(grace)
 	kill.Stop()
 	defer kill.Stop()
@@ -84,7 +95,8 @@ func (c *cli) supervise(h *held, g *group, grace time.Duration, sigs <-chan os.S
 			}
 		case <-lostCh:
 			lostCh, lost = nil, true
-			fmt.Fprintf(c.stderr, "atomicredis %s: %s lost while CMD runs: SIGTERM to CMD, SIGKILL in %v\n", c.name, h.what, grace)
+			fmt.Fprintf(c.stderr, "atomicredis %s: %s lost while CMD runs (%v): SIGTERM to CMD, SIGKILL in %v\n",
+				c.name, h.what, context.Cause(h.ctx), grace)
 			g.signal(syscall.SIGTERM)
 			kill.Reset(grace)
 			killC = kill.C
@@ -99,6 +111,7 @@ func (c *cli) supervise(h *held, g *group, grace time.Duration, sigs <-chan os.S
 // release releases h within releaseWait, says on stderr why not, and
 // returns the error.
 func (c *cli) release(h *held) error {
+	defer h.stop()
 	ctx, cancel := context.WithTimeout(context.Background(), releaseWait)
 	defer cancel()
 	err := h.release(ctx)

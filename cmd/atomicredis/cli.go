@@ -23,6 +23,7 @@ import (
 const (
 	dialTimeout  = 5 * time.Second
 	closeTimeout = 2 * time.Second
+	observeEvery = 5 * time.Second // observe's pace
 )
 
 // cli is one run of a subcommand: its flags, the ones every subcommand
@@ -37,6 +38,9 @@ type cli struct {
 	addr, user, namespace string
 
 	closing atomic.Bool // the engine's Close began
+
+	toldMu sync.Mutex
+	told   map[atomicredis.EventType]time.Time // when observe last printed an event of each type
 }
 
 func newCLI(name, synopsis string, stdout, stderr io.Writer) *cli {
@@ -159,11 +163,23 @@ func ping(ctx context.Context, pool *redis.Pool) error {
 // should see: a failed extension (the lease may still hold) and a failed
 // abandon or wake-up. A loss is told by the run itself.
 // What the engine's Close stops is no news: nothing is told once it
-// began.
+// began. While Redis is unreachable the engine retries every few hundred
+// ms: one line of each kind every observeEvery is enough.
 func (c *cli) observe(ev atomicredis.Event) {
-	if c.closing.Load() {
+	if c.closing.Load() || ev.Type != atomicredis.EventExtendFailed && ev.Type != atomicredis.EventBackgroundError {
 		return
 	}
+	c.toldMu.Lock()
+	last, now := c.told[ev.Type], time.Now()
+	if now.Sub(last) < observeEvery {
+		c.toldMu.Unlock()
+		return
+	}
+	if c.told == nil {
+		c.told = map[atomicredis.EventType]time.Time{}
+	}
+	c.told[ev.Type] = now
+	c.toldMu.Unlock()
 	switch ev.Type {
 	case atomicredis.EventExtendFailed:
 		fmt.Fprintf(c.stderr, "atomicredis %s: an extension failed, the lease may still hold: %v\n", c.name, ev.Err)

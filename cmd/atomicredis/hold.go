@@ -125,12 +125,14 @@ type held struct {
 	what    string // `lock "x"`, for messages
 	fence   int64
 	token   string
-	lost    <-chan struct{}
+	ctx     context.Context // the holding's Context: done when it is lost (or released), context.Cause says why
+	stop    context.CancelFunc
 	release func(ctx context.Context) error
 }
 
 func lockHeld(what string, l *atomicredis.Lock) *held {
-	return &held{what: what, fence: l.Fence(), token: l.Token(), lost: l.Lost(), release: l.Unlock}
+	ctx, stop := l.Context(context.Background())
+	return &held{what: what, fence: l.Fence(), token: l.Token(), ctx: ctx, stop: stop, release: l.Unlock}
 }
 
 func runLock(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -182,8 +184,9 @@ func runSemaphore(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return nil, err
 		}
+		ctx, stop := p.Context(context.Background())
 		return &held{what: fmt.Sprintf("permit of semaphore %q", name), fence: p.Fence(), token: p.Token(),
-			lost: p.Lost(), release: p.Release}, nil
+			ctx: ctx, stop: stop, release: p.Release}, nil
 	})
 }
 

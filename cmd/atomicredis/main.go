@@ -70,8 +70,9 @@ Usage:
 	Campaign in the election NAME with -value (default host:pid) and run
 	CMD once elected, while leader; CMD's end resigns.
   atomicredis leader [-watch] [-json] NAME
-	Print the election's leader: value, term and remaining lease.
-	-watch prints every change until a signal ends it.
+	Print the election's leader on a line: value, term and remaining
+	lease, separated by tabs; or "no leader" (exit 1). -watch prints the
+	state, then every change, until a signal ends it.
   atomicredis info [-json] NAME
 	Print the lock NAME and the semaphore NAME: holders, owners, fences,
 	leases, waiters, the semaphore's limit.

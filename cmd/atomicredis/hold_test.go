@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis"
+	"github.com/atomicredis/atomicredis/internal/testserver"
 )
 
 // TestLock_NoOverlap: 20 lock commands started at once on one name run
@@ -86,6 +88,11 @@ func TestLock_TryHeld(t *testing.T) {
 	}
 	if code, _, stderr := v.run(30*time.Second, "lock", "-n", "cron", "--", "touch", marker); code != 0 || !exists(marker) {
 		t.Errorf("on a free name: exit %d, CMD ran %v; stderr:\n%s", code, exists(marker), stderr)
+	}
+	bad := v.path("bad")
+	if code, _, stderr := v.run(30*time.Second, "lock", "-n", "a{b}", "--", "touch", bad); code != exitUsage || exists(bad) ||
+		!strings.Contains(stderr, "invalid argument") {
+		t.Errorf("a name with braces: exit %d, CMD ran %v, stderr %q; want %d, CMD not run, ErrInvalid's text", code, exists(bad), stderr, exitUsage)
 	}
 }
 
@@ -340,5 +347,31 @@ func TestElect_Handover(t *testing.T) {
 	watch.cmd.Process.Signal(syscall.SIGINT)
 	if code := watch.wait(30 * time.Second); code != 128+2 {
 		t.Errorf("leader -watch after SIGINT: exit %d, want %d; stderr:\n%s", code, 128+2, watch.stderr)
+	}
+}
+
+// TestLock_RedisGone: when Redis goes away while CMD runs, the lease
+// runs out unextended: CMD gets SIGTERM, the command exits 79 within the
+// lease plus the grace, and says why.
+func TestLock_RedisGone(t *testing.T) {
+	t.Parallel()
+	const ttl, grace = 3 * time.Second, 2 * time.Second
+	srv := testserver.PrivateRedis(t)
+	dir := t.TempDir()
+	p := startProc(t, append(os.Environ(), "REDIS_ADDR="+srv.Addr()), "lock", "-ttl", ttl.String(), "-grace", grace.String(), "cron", "--",
+		"sh", "-c", `cd "$0" || exit 1; trap 'echo TERM >> got; exit 0' TERM; echo > ready; while :; do sleep 0.1; done`, dir)
+	waitFor(t, 30*time.Second, "CMD running", func() bool { return exists(filepath.Join(dir, "ready")) })
+	srv.Kill()
+	gone := time.Now()
+	const margin = 5 * time.Second // a busy machine; the release's and Close's attempts on the dead server
+	code := p.wait(ttl + grace + margin + 10*time.Second)
+	if took, bound := time.Since(gone), ttl+grace+margin; code != exitLost || took > bound {
+		t.Errorf("exit %d %v after Redis went; want %d within %v; stderr:\n%s", code, took, exitLost, bound, p.stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "got")); string(b) != "TERM\n" {
+		t.Errorf("CMD got %q, want TERM once", b)
+	}
+	if stderr := p.stderr.String(); !strings.Contains(stderr, "an extension failed") || !strings.Contains(stderr, "was lost while CMD ran") {
+		t.Errorf("stderr:\n%s\nwant the failed extensions and the loss told", stderr)
 	}
 }

@@ -32,7 +32,11 @@ type holdFlags struct {
 // (-n), as a lock or a permit can and a campaign cannot.
 func (h *holdFlags) register(c *cli, once bool, ownerFlag, ownerText string) {
 	c.fs.DurationVar(&h.ttl, "ttl", atomicredis.DefaultTTL, "the lease `D`, extended every third of it while CMD runs: a loss is found within a third")
-	c.fs.Var(&h.wait, "wait", "wait at most `D` to acquire, then exit 75 (default: no limit; 0: try once, as -n)")
+	waitText := "wait at most `D` to acquire, then exit 75 (default: no limit; 0: try once, as -n)"
+	if !once {
+		waitText = "wait at most `D` to lead, then exit 75 (default: no limit)"
+	}
+	c.fs.Var(&h.wait, "wait", waitText)
 	c.fs.DurationVar(&h.grace, "grace", 10*time.Second, "after a loss, how long `D` CMD has from SIGTERM to SIGKILL")
 	c.fs.BoolVar(&h.quiet, "q", false, "say nothing when not acquired (exit 75 all the same)")
 	h.campaign = !once

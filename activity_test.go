@@ -1044,3 +1044,79 @@ func TestActivity_BadID(t *testing.T) {
 		t.Errorf("CountActive with no periods: %v", err)
 	}
 }
+
+// Each shape of ids a batch may have (activityShapes) counts exactly, its
+// periods' counts against the ids, with small tries so that a few
+// thousand ids make deep tries and shards built dense mid-batch.
+func TestActivity_ShapesCount(t *testing.T) {
+	smallTries(t, 8, 64)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		shapes := activityShapes(300) // miniredis copies a bitmap at each SETBIT: ~1 ms a dense mark
+		for _, name := range shapeNames(shapes) {
+			for p, ids := range shapes[name](rand.New(rand.NewPCG(3, 3))) {
+				if err := e.MarkActiveMany(ctx, name, p, ids...); err != nil {
+					t.Fatalf("%s, period %s: %v", name, p, err)
+				}
+				distinct := map[int64]bool{}
+				for _, id := range ids {
+					distinct[id] = true
+				}
+				if n, err := e.CountActive(ctx, name, p); err != nil || n != int64(len(distinct)) {
+					t.Errorf("%s, period %s: CountActive %d, %v; want %d", name, p, n, err, len(distinct))
+				}
+				for _, id := range ids[:min(len(ids), 5)] {
+					if ok, err := e.IsActive(ctx, name, p, id); !ok || err != nil {
+						t.Errorf("%s: IsActive(%d) %v, %v", name, id, ok, err)
+					}
+				}
+			}
+		}
+	})
+}
+
+// No mark or count script of 100,000 ids of each shape, in one call with
+// the default options, takes more than 25 ms on a private redis-server
+// (SLOWLOG; the goal is 5 ms on a quiet machine, BenchmarkActivityShapes),
+// and each count is exact.
+func TestActivity_ShapesBounded(t *testing.T) {
+	s := privateServer(t, "private redis")
+	s.Must(t, "CONFIG", "SET", "slowlog-log-slower-than", 25_000, "slowlog-max-len", 10_000)
+	ctx, e := ctxT(t), engine(s)
+	shapes := activityShapes(100_000)
+	for _, name := range shapeNames(shapes) {
+		for p, ids := range shapes[name](rand.New(rand.NewPCG(4, 4))) {
+			if err := e.MarkActiveMany(ctx, name, p, ids...); err != nil {
+				t.Fatalf("%s, period %s: %v", name, p, err)
+			}
+			distinct := map[int64]bool{}
+			for _, id := range ids {
+				distinct[id] = true
+			}
+			if n, err := e.CountActive(ctx, name, p); err != nil || n != int64(len(distinct)) {
+				t.Errorf("%s, period %s: CountActive %d, %v; want %d", name, p, n, err, len(distinct))
+			}
+		}
+		entries, err := redis.Values(s.Do("SLOWLOG", "GET", -1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, entry := range entries {
+			f, _ := redis.Values(entry, nil)
+			us, _ := redis.Int64(f[2], nil)
+			args, _ := redis.Strings(f[3], nil)
+			t.Errorf("%s: a command of %v in SLOWLOG (over 25 ms): %q", name, time.Duration(us)*time.Microsecond, args[:min(len(args), 10)])
+		}
+		s.Must(t, "SLOWLOG", "RESET")
+	}
+}
+
+// shapeNames is the shapes' names, sorted.
+func shapeNames[V any](shapes map[string]V) []string {
+	names := make([]string, 0, len(shapes))
+	for name := range shapes {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	return names
+}

@@ -861,12 +861,7 @@ func BenchmarkActivityShapes(b *testing.B) {
 	}
 	for _, n := range sizes {
 		shapes := activityShapes(n)
-		names := make([]string, 0, len(shapes))
-		for name := range shapes {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for _, name := range names {
+		for _, name := range shapeNames(shapes) {
 			periods := shapes[name](rand.New(rand.NewPCG(uint64(n), 44)))
 			x.Add(name+"-"+sizeName(n), func(rd *bench.Round) error {
 				defer dropKeys(admin, x.env.ns)

@@ -1055,16 +1055,7 @@ func TestActivity_ShapesCount(t *testing.T) {
 		shapes := activityShapes(300) // miniredis copies a bitmap at each SETBIT: ~1 ms a dense mark
 		for _, name := range shapeNames(shapes) {
 			for p, ids := range shapes[name](rand.New(rand.NewPCG(3, 3))) {
-				if err := e.MarkActiveMany(ctx, name, p, ids...); err != nil {
-					t.Fatalf("%s, period %s: %v", name, p, err)
-				}
-				distinct := map[int64]bool{}
-				for _, id := range ids {
-					distinct[id] = true
-				}
-				if n, err := e.CountActive(ctx, name, p); err != nil || n != int64(len(distinct)) {
-					t.Errorf("%s, period %s: CountActive %d, %v; want %d", name, p, n, err, len(distinct))
-				}
+				markAndCount(t, e, name, p, ids)
 				for _, id := range ids[:min(len(ids), 5)] {
 					if ok, err := e.IsActive(ctx, name, p, id); !ok || err != nil {
 						t.Errorf("%s: IsActive(%d) %v, %v", name, id, ok, err)
@@ -1082,20 +1073,11 @@ func TestActivity_ShapesCount(t *testing.T) {
 func TestActivity_ShapesBounded(t *testing.T) {
 	s := privateServer(t, "private redis")
 	s.Must(t, "CONFIG", "SET", "slowlog-log-slower-than", 25_000, "slowlog-max-len", 10_000)
-	ctx, e := ctxT(t), engine(s)
+	e := engine(s)
 	shapes := activityShapes(100_000)
 	for _, name := range shapeNames(shapes) {
 		for p, ids := range shapes[name](rand.New(rand.NewPCG(4, 4))) {
-			if err := e.MarkActiveMany(ctx, name, p, ids...); err != nil {
-				t.Fatalf("%s, period %s: %v", name, p, err)
-			}
-			distinct := map[int64]bool{}
-			for _, id := range ids {
-				distinct[id] = true
-			}
-			if n, err := e.CountActive(ctx, name, p); err != nil || n != int64(len(distinct)) {
-				t.Errorf("%s, period %s: CountActive %d, %v; want %d", name, p, n, err, len(distinct))
-			}
+			markAndCount(t, e, name, p, ids)
 		}
 		entries, err := redis.Values(s.Do("SLOWLOG", "GET", -1))
 		if err != nil {
@@ -1108,6 +1090,23 @@ func TestActivity_ShapesBounded(t *testing.T) {
 			t.Errorf("%s: a command of %v in SLOWLOG (over 25 ms): %q", name, time.Duration(us)*time.Microsecond, args[:min(len(args), 10)])
 		}
 		s.Must(t, "SLOWLOG", "RESET")
+	}
+}
+
+// markAndCount marks ids in the group's period in one MarkActiveMany and
+// checks its count.
+func markAndCount(t *testing.T, e *Engine, group, period string, ids []int64) {
+	t.Helper()
+	ctx := ctxT(t)
+	if err := e.MarkActiveMany(ctx, group, period, ids...); err != nil {
+		t.Fatalf("%s, period %s: %v", group, period, err)
+	}
+	distinct := map[int64]bool{}
+	for _, id := range ids {
+		distinct[id] = true
+	}
+	if n, err := e.CountActive(ctx, group, period); err != nil || n != int64(len(distinct)) {
+		t.Errorf("%s, period %s: CountActive %d, %v; want %d", group, period, n, err, len(distinct))
 	}
 }
 

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"errors"
 	"math"
 	"math/rand/v2"
@@ -135,7 +136,10 @@ func TestActivity_OracleCluster(t *testing.T) {
 }
 
 func activityOracle(t *testing.T, s *testserver.Server) {
-	ctx := ctxT(t)
+	// Five minutes, not ctxT's one: under -race on miniredis it takes 40-45
+	// s on a quiet machine, past a minute on a busy one.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 	engines := []*Engine{engine(s), engine(s)}
 	r := rand.New(rand.NewPCG(3, 19))
 	o := activeOracle{}
@@ -857,9 +861,11 @@ func TestActivity_DenseShardOfAnEndedPeriod(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx := ctxT(t)
-		e := engine(s, WithActivityTTL(300*time.Millisecond))
-		many := engine(s, WithActivityTTL(300*time.Millisecond)) // marks 64 ids at once: a run OR-ed in (bits_merge)
-		other := engine(s, WithActivityTTL(time.Minute))         // the period's next instance outlives the test, slow under -race as it is
+		// A period of 1 s: its shard's bitmap is built over several scripts
+		// (a step of 2 ids), which a busy machine spread past 300 ms.
+		e := engine(s, WithActivityTTL(time.Second))
+		many := engine(s, WithActivityTTL(time.Second))  // marks 64 ids at once: a run OR-ed in (bits_merge)
+		other := engine(s, WithActivityTTL(time.Minute)) // the period's next instance outlives the test, slow under -race as it is
 		var xs, ys []int64
 		for i := int64(0); i < 64; i++ {
 			xs, ys = append(xs, x*activeShardIDs+i), append(ys, y*activeShardIDs+i)
@@ -872,7 +878,7 @@ func TestActivity_DenseShardOfAnEndedPeriod(t *testing.T) {
 				t.Fatalf("shard %d not dense after 8 marks", x)
 			}
 		}
-		time.Sleep(500 * time.Millisecond) // the period ends
+		time.Sleep(1200 * time.Millisecond) // the period ends
 		if err := other.MarkActiveMany(ctx, "st", "monday", append(ys[:5:5], xs[0])...); err != nil {
 			t.Fatal(err)
 		}

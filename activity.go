@@ -41,7 +41,7 @@ var activeLeafIDs, activeDenseIDs, activeStepIDs atomic.Int64
 func init() {
 	activeLeafIDs.Store(512)
 	activeDenseIDs.Store(1 << 15)
-	activeStepIDs.Store(1024)
+	activeStepIDs.Store(512)
 }
 
 // activeIndexMemory bounds how many (group, period, partition) indexed,
@@ -59,8 +59,8 @@ const activeParallel = 8
 // few ms of the server's time (docs/activity.md). activePipeline is how
 // many of a partition's scripts go in one round trip.
 const (
-	activeBatch    = 500
-	activePipeline = 20
+	activeBatch    = 250
+	activePipeline = 40
 )
 
 // shardRef is what an engine remembers of a group's period: partition n

@@ -41,7 +41,7 @@ func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64)
 }
 
 // MarkActiveMany marks every id active in the group for period: scripts of
-// at most 500 ids per partition the ids fall in (up to 20 a round trip; at
+// at most 250 ids per partition the ids fall in (up to 40 a round trip; at
 // most 8 round trips at once), and one per shard the engine knows is dense
 // (a run of bytes OR-ed in), after one that indexes the partitions the
 // engine has not indexed yet.

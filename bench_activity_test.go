@@ -819,8 +819,8 @@ func activityShapes(n int) map[string]func(r *rand.Rand) map[string][]int64 {
 // BenchmarkActivityShapes: each shape of activityShapes at 10^5 ids (10^6
 // too with BENCH_SEED_SCALE=1), marked by an engine with the default
 // options (a period's ids in one MarkActiveMany call), on the bench
-// server: the longest mark script and the longest count script in
-// SLOWLOG, the mark scripts, the bytes an id (growth of total.allocated,
+// server: the longest mark script (and the 99th and 50th percentiles) and
+// the longest count script in SLOWLOG, the mark scripts, the bytes an id (growth of total.allocated,
 // the engine's pool closed), and each period's count checked against its
 // ids.
 func BenchmarkActivityShapes(b *testing.B) {
@@ -839,21 +839,28 @@ func BenchmarkActivityShapes(b *testing.B) {
 	b.Cleanup(func() {
 		admin.Do("CONFIG", "SET", "slowlog-log-slower-than", cfg["slowlog-log-slower-than"], "slowlog-max-len", cfg["slowlog-max-len"])
 	})
-	// slowest reads SLOWLOG: the longest script and how many, then resets it.
-	slowest := func() (ms float64, scripts int, err error) {
+	// slowest reads SLOWLOG: the scripts' times, in ms, sorted, then resets it.
+	slowest := func() (ms []float64, err error) {
 		entries, err := redis.Values(admin.Do("SLOWLOG", "GET", -1))
 		if err != nil {
-			return 0, 0, err
+			return nil, err
 		}
 		for _, entry := range entries {
 			f, _ := redis.Values(entry, nil)
 			if args, _ := redis.Strings(f[3], nil); len(args) > 0 && strings.EqualFold(args[0], "evalsha") {
 				us, _ := redis.Int64(f[2], nil)
-				ms, scripts = max(ms, float64(us)/1000), scripts+1
+				ms = append(ms, float64(us)/1000)
 			}
 		}
+		slices.Sort(ms)
 		_, err = admin.Do("SLOWLOG", "RESET")
-		return ms, scripts, err
+		return ms, err
+	}
+	at := func(ms []float64, q float64) float64 {
+		if len(ms) == 0 {
+			return 0
+		}
+		return ms[min(len(ms)-1, int(q*float64(len(ms))))]
 	}
 	sizes := []int{1e5}
 	if os.Getenv("BENCH_SEED_SCALE") == "1" {
@@ -868,7 +875,7 @@ func BenchmarkActivityShapes(b *testing.B) {
 				if _, err := admin.Do("CONFIG", "SET", "slowlog-log-slower-than", 0, "slowlog-max-len", 1<<20); err != nil {
 					return err
 				}
-				if _, _, err := slowest(); err != nil {
+				if _, err := slowest(); err != nil {
 					return err
 				}
 				before, err := allocated(admin)
@@ -891,7 +898,7 @@ func BenchmarkActivityShapes(b *testing.B) {
 					}
 					want[p] = int64(len(distinct))
 				}
-				markMS, scripts, err := slowest()
+				marks, err := slowest()
 				if err != nil {
 					return err
 				}
@@ -902,7 +909,7 @@ func BenchmarkActivityShapes(b *testing.B) {
 					}
 					ids += n
 				}
-				countMS, _, err := slowest()
+				counts, err := slowest()
 				if err != nil {
 					return err
 				}
@@ -913,9 +920,11 @@ func BenchmarkActivityShapes(b *testing.B) {
 				if err != nil {
 					return err
 				}
-				rd.Add("max-mark-ms", markMS)
-				rd.Add("max-count-ms", countMS)
-				rd.Add("scripts", float64(scripts))
+				rd.Add("max-mark-ms", at(marks, 1))
+				rd.Add("p99-mark-ms", at(marks, 0.99))
+				rd.Add("p50-mark-ms", at(marks, 0.5))
+				rd.Add("max-count-ms", at(counts, 1))
+				rd.Add("scripts", float64(len(marks)))
 				rd.Add("B/id", float64(after-before)/float64(ids))
 				rd.Did(1)
 				return nil

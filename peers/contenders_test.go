@@ -1,0 +1,246 @@
+package peers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/atomicredis/atomicredis"
+	"github.com/bsm/redislock"
+	"github.com/go-redsync/redsync/v4"
+	redsyncredigo "github.com/go-redsync/redsync/v4/redis/redigo"
+	"github.com/gomodule/redigo/redis"
+	goredis "github.com/redis/go-redis/v9"
+)
+
+// errNotObtained is a library's answer that the lock is held (a try), or
+// that its wait ran out (its tries, its deadline).
+var errNotObtained = errors.New("not obtained")
+
+// unlock gives a lock back.
+type unlock func(ctx context.Context) error
+
+// lib is one library's lock on the bench server: try makes one attempt,
+// lock waits (nil: the library does not wait).
+type lib struct {
+	try, lock func(ctx context.Context, name string) (unlock, error)
+	close     func()
+}
+
+// contender is a library as a contender: its name, the commands it sends
+// itself (INFO commandstats names; what its scripts call is inside their
+// time) and how to open it with keys under the prefix ns.
+type contender struct {
+	name string
+	sent []string
+	open func(ns string) *lib
+}
+
+var (
+	atomicredisC = contender{"atomicredis", []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "blpop", "brpop", "blmove", "blmpop", "brpoplpush"}, openAtomicredis}
+	redislockC   = contender{"redislock", []string{"evalsha", "eval"}, openRedislock}
+	redsyncC     = contender{"redsync", []string{"set", "evalsha", "eval"}, openRedsync}
+	floorC       = contender{"floor", []string{"set", "del"}, openFloor}
+)
+
+func newRedigoPool() *redis.Pool {
+	return &redis.Pool{
+		MaxIdle:     redigoMaxIdle,
+		IdleTimeout: time.Minute,
+		Dial:        func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) },
+	}
+}
+
+func openAtomicredis(ns string) *lib {
+	pool := newRedigoPool()
+	e := atomicredis.New(pool, atomicredis.WithNamespace(ns))
+	held := func(l *atomicredis.Lock, err error) (unlock, error) {
+		if errors.Is(err, atomicredis.ErrNotAcquired) {
+			return nil, fmt.Errorf("%w: %w", errNotObtained, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.Unlock, nil
+	}
+	return &lib{
+		try: func(ctx context.Context, name string) (unlock, error) {
+			return held(e.TryLock(ctx, name, atomicredis.LockOptions{TTL: lease}))
+		},
+		lock: func(ctx context.Context, name string) (unlock, error) {
+			return held(e.Lock(ctx, name, atomicredis.LockOptions{TTL: lease, Wait: waitFor}))
+		},
+		close: func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			e.Close(ctx)
+			pool.Close()
+		},
+	}
+}
+
+// newGoredisClient is redislock's client: go-redis's defaults.
+func newGoredisClient() *goredis.Client {
+	return goredis.NewClient(&goredis.Options{Addr: benchAddr})
+}
+
+func openRedislock(ns string) *lib {
+	c := newGoredisClient()
+	rl := redislock.New(c)
+	held := func(l *redislock.Lock, err error) (unlock, error) {
+		if errors.Is(err, redislock.ErrNotObtained) {
+			return nil, fmt.Errorf("%w: %w", errNotObtained, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return l.Release, nil
+	}
+	return &lib{
+		try: func(ctx context.Context, name string) (unlock, error) {
+			return held(rl.Obtain(ctx, ns+name, lease, nil)) // nil: NoRetry
+		},
+		lock: func(ctx context.Context, name string) (unlock, error) {
+			wctx, cancel := context.WithTimeout(ctx, waitFor)
+			defer cancel()
+			u, err := held(rl.Obtain(wctx, ns+name, lease, &redislock.Options{RetryStrategy: redislock.LinearBackoff(retryEvery)}))
+			if err != nil && ctx.Err() == nil && wctx.Err() != nil {
+				err = fmt.Errorf("%w: waited %v: %w", errNotObtained, waitFor, err)
+			}
+			return u, err
+		},
+		close: func() { c.Close() },
+	}
+}
+
+func openRedsync(ns string) *lib {
+	pool := newRedigoPool()
+	rs := redsync.New(redsyncredigo.NewPool(pool))
+	acquire := func(ctx context.Context, name string, tryLock bool) (unlock, error) {
+		var m *redsync.Mutex
+		var err error
+		if tryLock {
+			m = rs.NewMutex(ns+name, redsync.WithExpiry(lease))
+			err = m.TryLockContext(ctx)
+		} else {
+			m = rs.NewMutex(ns+name, redsync.WithExpiry(lease), redsync.WithTries(redsyncTries), redsync.WithRetryDelay(retryEvery))
+			err = m.LockContext(ctx)
+		}
+		var taken *redsync.ErrTaken
+		if errors.Is(err, redsync.ErrFailed) || errors.As(err, &taken) {
+			return nil, fmt.Errorf("%w: %w", errNotObtained, err)
+		}
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context) error {
+			ok, err := m.UnlockContext(ctx)
+			if err == nil && !ok {
+				err = errors.New("redsync: unlock found the lock gone")
+			}
+			return err
+		}, nil
+	}
+	return &lib{
+		try:   func(ctx context.Context, name string) (unlock, error) { return acquire(ctx, name, true) },
+		lock:  func(ctx context.Context, name string) (unlock, error) { return acquire(ctx, name, false) },
+		close: func() { pool.Close() },
+	}
+}
+
+// openFloor is the physical limit of a lock cycle: SET NX PX, then DEL,
+// each on a connection taken with the caller's context, sent with it.
+func openFloor(ns string) *lib {
+	pool := newRedigoPool()
+	do := func(ctx context.Context, cmd string, args ...any) (any, error) {
+		c, err := pool.GetContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer c.Close()
+		return redis.DoContext(c, ctx, cmd, args...)
+	}
+	return &lib{
+		try: func(ctx context.Context, name string) (unlock, error) {
+			key := ns + name
+			v, err := do(ctx, "SET", key, "token", "NX", "PX", lease.Milliseconds())
+			if err != nil {
+				return nil, err
+			}
+			if v == nil {
+				return nil, errNotObtained
+			}
+			return func(ctx context.Context) error {
+				_, err := do(ctx, "DEL", key)
+				return err
+			}, nil
+		},
+		close: func() { pool.Close() },
+	}
+}
+
+// ---------------------------------------------------------------------------
+// The settings
+
+// printSettings writes each contender's version and fixed settings.
+func printSettings(w io.Writer) {
+	versions := modVersions()
+	gr := newGoredisClient()
+	o := gr.Options()
+	gr.Close()
+	lines := []string{
+		fmt.Sprintf("atomicredis %s on a redigo %s pool (MaxIdle %d, MaxActive 0: unbounded, no dial options): TryLock / Lock(Wait %v, FIFO queue), TTL %v; Unlock",
+			versions["github.com/atomicredis/atomicredis"], versions["github.com/gomodule/redigo"], redigoMaxIdle, waitFor, lease),
+		fmt.Sprintf("bsm/redislock %s on go-redis %s (its defaults: PoolSize %d, MinIdleConns %d, ReadTimeout %v, WriteTimeout %v, protocol RESP%d): Obtain(ttl %v) with no retry (NoRetry) to try; to wait, LinearBackoff(%v) under a %v deadline; Release",
+			versions["github.com/bsm/redislock"], versions["github.com/redis/go-redis/v9"], o.PoolSize, o.MinIdleConns, o.ReadTimeout, o.WriteTimeout, o.Protocol, lease, retryEvery, waitFor),
+		fmt.Sprintf("go-redsync/redsync/v4 %s on its redigo pool (one node, quorum 1; the pool as atomicredis's): NewMutex(WithExpiry(%v)) per acquisition; TryLockContext to try; to wait, LockContext with WithTries(%d), WithRetryDelay(%v) (its defaults: 32 tries, 50-250 ms); UnlockContext",
+			versions["github.com/go-redsync/redsync/v4"], lease, redsyncTries, retryEvery),
+		fmt.Sprintf("the floor: SET key token NX PX %d, then DEL key, each on a connection from a redigo pool as atomicredis's (GetContext), sent with the context (redis.DoContext)",
+			lease.Milliseconds()),
+		fmt.Sprintf("every caller's context: context.Background(); crowds: %d goroutines, no hold, window %v; %d goroutines holding %v, window %v; each after %v + a turn of the queue",
+			hotClients, hotWindow, crowdClients, crowdHold, crowdWindow, warmup),
+	}
+	for _, l := range lines {
+		fmt.Fprintln(w, "settings: "+l)
+	}
+}
+
+// modVersions reads the versions this module builds with from its go.mod
+// (go test runs in the module's directory; a test binary carries no
+// module versions of its own): path → version, or "this tree (replace
+// ../)" for a module replaced by a directory.
+func modVersions() map[string]string {
+	versions := map[string]string{}
+	b, err := os.ReadFile("go.mod")
+	if err != nil {
+		return versions
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(strings.TrimPrefix(strings.TrimSpace(line), "require "))
+		switch {
+		case len(f) == 4 && f[0] == "replace" && f[2] == "=>":
+			versions[f[1]] = "this tree (replace " + f[3] + ")"
+		case len(f) >= 2 && strings.HasPrefix(f[1], "v") && versions[f[0]] == "":
+			versions[f[0]] = f[1]
+		}
+	}
+	return versions
+}
+
+// The settings name the versions built with.
+func TestModVersions(t *testing.T) {
+	v := modVersions()
+	for _, path := range []string{"github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9", "github.com/gomodule/redigo"} {
+		if !strings.HasPrefix(v[path], "v") {
+			t.Errorf("%s: version %q", path, v[path])
+		}
+	}
+	if got := v["github.com/atomicredis/atomicredis"]; got != "this tree (replace ../)" {
+		t.Errorf("atomicredis: %q", got)
+	}
+}

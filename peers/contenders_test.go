@@ -16,6 +16,8 @@ import (
 	redsyncredigo "github.com/go-redsync/redsync/v4/redis/redigo"
 	"github.com/gomodule/redigo/redis"
 	goredis "github.com/redis/go-redis/v9"
+	"github.com/redis/rueidis"
+	"github.com/redis/rueidis/rueidislock"
 )
 
 // errNotObtained is a library's answer that the lock is held (a try), or
@@ -45,6 +47,7 @@ var (
 	atomicredisC = contender{"atomicredis", []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "blpop", "brpop", "blmove", "blmpop", "brpoplpush"}, openAtomicredis}
 	redislockC   = contender{"redislock", []string{"evalsha", "eval"}, openRedislock}
 	redsyncC     = contender{"redsync", []string{"set", "evalsha", "eval"}, openRedsync}
+	rueidislockC = contender{"rueidislock", []string{"evalsha", "eval"}, openRueidislock}
 	floorC       = contender{"floor", []string{"set", "del"}, openFloor}
 )
 
@@ -153,6 +156,66 @@ func openRedsync(ns string) *lib {
 	}
 }
 
+// rueidislockCallTimeout is rueidislock's TryNextAfter: with one key
+// (KeyMajority 1) there is no next key to try, and what remains of it is
+// the timeout of every acquiring call, 20 ms by default: here as long as
+// go-redis's ReadTimeout under redislock.
+const rueidislockCallTimeout = 5 * time.Second
+
+// openRueidislock opens a rueidislock Locker on one key per name
+// (KeyMajority 1, as the other contenders' one node), with Redis 7.0.5's
+// NOLOOP tracking, and leases as the others'. A Locker that cannot start
+// (its client dials at once) is a lib whose every call fails with why,
+// so that its rows say it.
+func openRueidislock(ns string) *lib {
+	lk, err := rueidislock.NewLocker(rueidislock.LockerOption{
+		ClientOption:   rueidis.ClientOption{InitAddress: []string{benchAddr}},
+		KeyPrefix:      ns + "rueidislock",
+		KeyValidity:    lease,
+		KeyMajority:    1,
+		NoLoopTracking: true,
+		TryNextAfter:   rueidislockCallTimeout,
+	})
+	if err != nil {
+		fail := func(context.Context, string) (unlock, error) {
+			return nil, fmt.Errorf("rueidislock.NewLocker: %w", err)
+		}
+		return &lib{try: fail, lock: fail, close: func() {}}
+	}
+	// The lock lives as long as the context it was taken with, and its
+	// CancelFunc releases it: it returns once the release script ran.
+	held := func(cancel context.CancelFunc) unlock {
+		return func(context.Context) error { cancel(); return nil }
+	}
+	return &lib{
+		try: func(ctx context.Context, name string) (unlock, error) {
+			_, cancel, err := lk.TryWithContext(ctx, name)
+			if errors.Is(err, rueidislock.ErrNotLocked) {
+				return nil, fmt.Errorf("%w: %w", errNotObtained, err)
+			}
+			if err != nil {
+				return nil, err
+			}
+			return held(cancel), nil
+		},
+		lock: func(ctx context.Context, name string) (unlock, error) {
+			// Its wait ends only with its context: bound it as redislock's.
+			// The bound's context is the lock's too, cancelled at unlock.
+			wctx, wcancel := context.WithTimeout(ctx, waitFor)
+			_, cancel, err := lk.WithContext(wctx, name)
+			if err != nil {
+				wcancel()
+				if ctx.Err() == nil && wctx.Err() != nil {
+					err = fmt.Errorf("%w: waited %v: %w", errNotObtained, waitFor, err)
+				}
+				return nil, err
+			}
+			return func(context.Context) error { cancel(); wcancel(); return nil }, nil
+		},
+		close: lk.Close,
+	}
+}
+
 // openFloor is the physical limit of a lock cycle: SET NX PX, then DEL,
 // each on a connection taken with the caller's context, sent with it.
 func openFloor(ns string) *lib {
@@ -200,6 +263,8 @@ func printSettings(w io.Writer) {
 			versions["github.com/bsm/redislock"], versions["github.com/redis/go-redis/v9"], o.PoolSize, o.MinIdleConns, o.ReadTimeout, o.WriteTimeout, o.Protocol, lease, retryEvery, waitFor),
 		fmt.Sprintf("go-redsync/redsync/v4 %s on its redigo pool (one node, quorum 1; the pool as atomicredis's): NewMutex(WithExpiry(%v)) per acquisition; TryLockContext to try; to wait, LockContext with WithTries(%d), WithRetryDelay(%v) (its defaults: 32 tries, 50-250 ms); UnlockContext",
 			versions["github.com/go-redsync/redsync/v4"], lease, redsyncTries, retryEvery),
+		fmt.Sprintf("rueidislock (rueidis %s) on its own rueidis client (its defaults; one pipelined connection, client-side caching): KeyMajority 1 (one key a name; its default 2 of 3), NoLoopTracking true (Redis 7.0.5+), KeyValidity %v, TryNextAfter %v: with one key it is only the timeout of each acquiring call, whose default 20 ms a call on this busy 2-core machine can outlast, so as long as the ReadTimeout of redislock's go-redis (%v); TryWithContext to try; to wait, WithContext under a %v deadline; its CancelFunc to unlock",
+			versions["github.com/redis/rueidis"], lease, rueidislockCallTimeout, o.ReadTimeout, waitFor),
 		fmt.Sprintf("the floor: SET key token NX PX %d, then DEL key, each on a connection from a redigo pool as atomicredis's (GetContext), sent with the context (redis.DoContext)",
 			lease.Milliseconds()),
 		fmt.Sprintf("every caller's context: context.Background(); crowds: %d goroutines, no hold, window %v; %d goroutines holding %v, window %v; each after %v + a turn of the queue",
@@ -235,7 +300,7 @@ func modVersions() map[string]string {
 // The settings name the versions built with.
 func TestModVersions(t *testing.T) {
 	v := modVersions()
-	for _, path := range []string{"github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9", "github.com/gomodule/redigo"} {
+	for _, path := range []string{"github.com/bsm/redislock", "github.com/go-redsync/redsync/v4", "github.com/redis/go-redis/v9", "github.com/redis/rueidis", "github.com/gomodule/redigo"} {
 		if !strings.HasPrefix(v[path], "v") {
 			t.Errorf("%s: version %q", path, v[path])
 		}

@@ -93,7 +93,7 @@ func BenchmarkUncontended(b *testing.B) {
 	x.Rounds = max(x.Rounds, 5) // rounds of operations are cheap
 	x.Passes = 10
 	x.Show = []string{"ns/op", "ops/s", "allocs/op", "cpu-us/op"}
-	cts := []contender{atomicredisC, redislockC, redsyncC, rueidislockC, floorC}
+	cts := []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC, floorC}
 	libs := setup(x, cts)
 	ctx := context.Background()
 	for _, ct := range cts {
@@ -171,7 +171,7 @@ func BenchmarkCrowd(b *testing.B) {
 func crowdExperiment(b *testing.B, clients int, hold, window time.Duration) {
 	x := newExperiment(b)
 	x.Show = []string{"ns/op", "acq/s", "busiest%", "cpu-us/acq"}
-	cts := []contender{atomicredisC, redislockC, redsyncC, rueidislockC}
+	cts := []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC}
 	libs := setup(x, cts)
 	for _, ct := range cts {
 		x.Add(ct.name, func(r *bench.Round) error {

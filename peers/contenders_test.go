@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/atomicredis/atomicredis"
+	argoredis "github.com/atomicredis/atomicredis/goredis"
 	"github.com/bsm/redislock"
 	"github.com/go-redsync/redsync/v4"
 	redsyncredigo "github.com/go-redsync/redsync/v4/redis/redigo"
@@ -44,11 +45,12 @@ type contender struct {
 }
 
 var (
-	atomicredisC = contender{"atomicredis", []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "blpop", "brpop", "blmove", "blmpop", "brpoplpush"}, openAtomicredis}
-	redislockC   = contender{"redislock", []string{"evalsha", "eval"}, openRedislock}
-	redsyncC     = contender{"redsync", []string{"set", "evalsha", "eval"}, openRedsync}
-	rueidislockC = contender{"rueidislock", []string{"evalsha", "eval"}, openRueidislock}
-	floorC       = contender{"floor", []string{"set", "del"}, openFloor}
+	atomicredisC        = contender{"atomicredis", []string{"evalsha", "eval", "evalsha_ro", "eval_ro", "blpop", "brpop", "blmove", "blmpop", "brpoplpush"}, openAtomicredis}
+	atomicredisGoredisC = contender{"atomicredis-goredis", atomicredisC.sent, openAtomicredisGoredis}
+	redislockC          = contender{"redislock", []string{"evalsha", "eval"}, openRedislock}
+	redsyncC            = contender{"redsync", []string{"set", "evalsha", "eval"}, openRedsync}
+	rueidislockC        = contender{"rueidislock", []string{"evalsha", "eval"}, openRueidislock}
+	floorC              = contender{"floor", []string{"set", "del"}, openFloor}
 )
 
 func newRedigoPool() *redis.Pool {
@@ -61,7 +63,20 @@ func newRedigoPool() *redis.Pool {
 
 func openAtomicredis(ns string) *lib {
 	pool := newRedigoPool()
-	e := atomicredis.New(pool, atomicredis.WithNamespace(ns))
+	return engineLib(atomicredis.New(pool, atomicredis.WithNamespace(ns)), func() { pool.Close() })
+}
+
+// openAtomicredisGoredis is atomicredis through its goredis adapter, on
+// a go-redis client as redislock's.
+func openAtomicredisGoredis(ns string) *lib {
+	c := newGoredisClient()
+	pool := argoredis.NewPool(c)
+	return engineLib(atomicredis.New(pool, atomicredis.WithNamespace(ns)), func() { pool.Close(); c.Close() })
+}
+
+// engineLib is the lib of an engine: TryLock, Lock with a wait, Unlock;
+// closing it closes the engine, then its pool (closePool).
+func engineLib(e *atomicredis.Engine, closePool func()) *lib {
 	held := func(l *atomicredis.Lock, err error) (unlock, error) {
 		if errors.Is(err, atomicredis.ErrNotAcquired) {
 			return nil, fmt.Errorf("%w: %w", errNotObtained, err)
@@ -82,7 +97,7 @@ func openAtomicredis(ns string) *lib {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			e.Close(ctx)
-			pool.Close()
+			closePool()
 		},
 	}
 }
@@ -259,6 +274,8 @@ func printSettings(w io.Writer) {
 	lines := []string{
 		fmt.Sprintf("atomicredis %s on a redigo %s pool (MaxIdle %d, MaxActive 0: unbounded, no dial options): TryLock / Lock(Wait %v, FIFO queue), TTL %v; Unlock",
 			versions["github.com/atomicredis/atomicredis"], versions["github.com/gomodule/redigo"], redigoMaxIdle, waitFor, lease),
+		fmt.Sprintf("atomicredis-goredis: atomicredis as above through its goredis adapter (goredis.NewPool, %s) on a go-redis client as redislock's, below",
+			versions["github.com/atomicredis/atomicredis/goredis"]),
 		fmt.Sprintf("bsm/redislock %s on go-redis %s (its defaults: PoolSize %d, MinIdleConns %d, ReadTimeout %v, WriteTimeout %v, protocol RESP%d): Obtain(ttl %v) with no retry (NoRetry) to try; to wait, LinearBackoff(%v) under a %v deadline; Release",
 			versions["github.com/bsm/redislock"], versions["github.com/redis/go-redis/v9"], o.PoolSize, o.MinIdleConns, o.ReadTimeout, o.WriteTimeout, o.Protocol, lease, retryEvery, waitFor),
 		fmt.Sprintf("go-redsync/redsync/v4 %s on its redigo pool (one node, quorum 1; the pool as atomicredis's): NewMutex(WithExpiry(%v)) per acquisition; TryLockContext to try; to wait, LockContext with WithTries(%d), WithRetryDelay(%v) (its defaults: 32 tries, 50-250 ms); UnlockContext",
@@ -307,5 +324,8 @@ func TestModVersions(t *testing.T) {
 	}
 	if got := v["github.com/atomicredis/atomicredis"]; got != "this tree (replace ../)" {
 		t.Errorf("atomicredis: %q", got)
+	}
+	if got := v["github.com/atomicredis/atomicredis/goredis"]; got != "this tree (replace ../goredis)" {
+		t.Errorf("atomicredis/goredis: %q", got)
 	}
 }

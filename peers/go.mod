@@ -4,8 +4,11 @@ go 1.26.0
 
 replace github.com/atomicredis/atomicredis => ../
 
+replace github.com/atomicredis/atomicredis/goredis => ../goredis
+
 require (
 	github.com/atomicredis/atomicredis v0.0.0
+	github.com/atomicredis/atomicredis/goredis v0.0.0
 	github.com/bsm/redislock v0.9.4
 	github.com/go-redsync/redsync/v4 v4.18.1
 	github.com/gomodule/redigo v1.9.3

@@ -93,7 +93,7 @@ func BenchmarkUncontended(b *testing.B) {
 	x.Rounds = max(x.Rounds, 5) // rounds of operations are cheap
 	x.Passes = 10
 	x.Show = []string{"ns/op", "ops/s", "allocs/op", "cpu-us/op"}
-	cts := []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC, floorC}
+	cts := []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC, floorC, floorCADC}
 	libs := setup(x, cts)
 	ctx := context.Background()
 	for _, ct := range cts {

@@ -51,6 +51,7 @@ var (
 	redsyncC            = contender{"redsync", []string{"set", "evalsha", "eval"}, openRedsync}
 	rueidislockC        = contender{"rueidislock", []string{"evalsha", "eval"}, openRueidislock}
 	floorC              = contender{"floor", []string{"set", "del"}, openFloor}
+	floorCADC           = contender{"floor-cad", []string{"set", "evalsha", "eval"}, openFloorCAD}
 )
 
 func newRedigoPool() *redis.Pool {
@@ -233,20 +234,35 @@ func openRueidislock(ns string) *lib {
 
 // openFloor is the physical limit of a lock cycle: SET NX PX, then DEL,
 // each on a connection taken with the caller's context, sent with it.
-func openFloor(ns string) *lib {
+func openFloor(ns string) *lib { return floorLib(ns, false) }
+
+// openFloorCAD is the floor of a release that checks its token, as a real
+// one must: SET NX PX, then compare-and-delete (cadScript).
+func openFloorCAD(ns string) *lib { return floorLib(ns, true) }
+
+// cadScript is the classic release: delete the key if it holds the token.
+var cadScript = redis.NewScript(1, cadSource)
+
+const cadSource = `if redis.call('get',KEYS[1]) == ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end`
+
+// floorLib is a floor whose release is DEL, or with cad cadScript
+// (EVALSHA, EVAL on NOSCRIPT).
+func floorLib(ns string, cad bool) *lib {
 	pool := newRedigoPool()
-	do := func(ctx context.Context, cmd string, args ...any) (any, error) {
+	conn := func(ctx context.Context, f func(c redis.Conn) (any, error)) (any, error) {
 		c, err := pool.GetContext(ctx)
 		if err != nil {
 			return nil, err
 		}
 		defer c.Close()
-		return redis.DoContext(c, ctx, cmd, args...)
+		return f(c)
 	}
 	return &lib{
 		try: func(ctx context.Context, name string) (unlock, error) {
 			key := ns + name
-			v, err := do(ctx, "SET", key, "token", "NX", "PX", lease.Milliseconds())
+			v, err := conn(ctx, func(c redis.Conn) (any, error) {
+				return redis.DoContext(c, ctx, "SET", key, "token", "NX", "PX", lease.Milliseconds())
+			})
 			if err != nil {
 				return nil, err
 			}
@@ -254,7 +270,15 @@ func openFloor(ns string) *lib {
 				return nil, errNotObtained
 			}
 			return func(ctx context.Context) error {
-				_, err := do(ctx, "DEL", key)
+				v, err := conn(ctx, func(c redis.Conn) (any, error) {
+					if cad {
+						return cadScript.DoContext(ctx, c, key, "token")
+					}
+					return redis.DoContext(c, ctx, "DEL", key)
+				})
+				if err == nil && v != int64(1) {
+					err = fmt.Errorf("release of %s: %v, not 1", key, v)
+				}
 				return err
 			}, nil
 		},
@@ -284,6 +308,8 @@ func printSettings(w io.Writer) {
 			versions["github.com/redis/rueidis"], lease, rueidislockCallTimeout, o.ReadTimeout, waitFor),
 		fmt.Sprintf("the floor: SET key token NX PX %d, then DEL key, each on a connection from a redigo pool as atomicredis's (GetContext), sent with the context (redis.DoContext)",
 			lease.Milliseconds()),
+		fmt.Sprintf("floor-cad: the floor with a release that checks its token, as a real one must: SET key token NX PX %d, then EVALSHA (EVAL on NOSCRIPT, redigo's Script) of %q",
+			lease.Milliseconds(), cadSource),
 		fmt.Sprintf("every caller's context: context.Background(); crowds: %d goroutines, no hold, window %v; %d goroutines holding %v, window %v; each after %v + a turn of the queue",
 			hotClients, hotWindow, crowdClients, crowdHold, crowdWindow, warmup),
 	}

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -41,6 +42,7 @@ const (
 	// redigoMaxIdle idle connections, no bound on active ones.
 	redigoMaxIdle = 128
 
+	ownClients   = 16
 	hotClients   = 16
 	crowdClients = 64
 	crowdHold    = 10 * time.Millisecond
@@ -83,45 +85,126 @@ func setup(x *bench.Experiment, cts []contender) map[string]*lib {
 }
 
 // ---------------------------------------------------------------------------
+// The contenders of each experiment, and their contexts
+
+var (
+	// lockers are the libraries, in every experiment.
+	lockers = []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC}
+
+	// contendersOf are each experiment's contenders: the libraries, and
+	// the floors too where a cycle is a try and its unlock.
+	contendersOf = map[string][]contender{
+		"BenchmarkUncontended": append(slices.Clone(lockers), floorC, floorCADC),
+		"BenchmarkOwnNames":    append(slices.Clone(lockers), floorC, floorCADC),
+		"BenchmarkHotName":     lockers,
+		"BenchmarkCrowd":       lockers,
+	}
+)
+
+// A variant is how a contender's operations get their context: the
+// caller's, or under "/cancel" (the contender's name + suffix) each
+// operation, a try or lock and its unlock, under a fresh
+// context.WithCancel of it, cancelled once the unlock returned, as an
+// HTTP handler's request context.
+type variant struct {
+	suffix string
+	fresh  bool
+}
+
+var variants = []variant{{"", false}, {"/cancel", true}}
+
+// under runs op under the variant's context derived from ctx.
+func (v variant) under(ctx context.Context, op func(ctx context.Context) error) error {
+	if !v.fresh {
+		return op(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	return op(ctx)
+}
+
+// addSides adds every contender of x's benchmark (contendersOf) to x in
+// every variant, in that order ("atomicredis", "atomicredis/cancel",
+// "atomicredis-goredis", ...): round is one round of a contender in a
+// variant.
+func addSides(x *bench.Experiment, round func(r *bench.Round, ct contender, l *lib, v variant) error) {
+	cts := contendersOf[x.B.Name()]
+	libs := setup(x, cts)
+	for _, ct := range cts {
+		for _, v := range variants {
+			x.Add(ct.name+v.suffix, func(r *bench.Round) error { return round(r, ct, libs[ct.name], v) })
+		}
+	}
+}
+
+// ---------------------------------------------------------------------------
 // The experiments
 
 // BenchmarkUncontended: one goroutine, TryLock + Unlock of one name
 // (redislock: Obtain without retry + Release; redsync: TryLockContext +
-// UnlockContext), against the floor.
+// UnlockContext; rueidislock: TryWithContext + its CancelFunc), against
+// the floors.
 func BenchmarkUncontended(b *testing.B) {
 	x := newExperiment(b)
 	x.Rounds = max(x.Rounds, 5) // rounds of operations are cheap
 	x.Passes = 10
-	x.Show = []string{"ns/op", "ops/s", "allocs/op", "cpu-us/op"}
-	cts := []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC, floorC, floorCADC}
-	libs := setup(x, cts)
-	ctx := context.Background()
-	for _, ct := range cts {
-		l := libs[ct.name]
-		x.Add(ct.name, func(r *bench.Round) error {
-			return cycles(r, ct.sent, func() error {
-				u, err := l.try(ctx, "bench")
-				if err != nil {
-					return err
-				}
-				return u(ctx)
-			})
-		})
-	}
+	x.Show = []string{"ns/op", "ops/s", "allocs/op", "srv-us/op", "cpu-us/op", "client-us/op"}
+	addSides(x, func(r *bench.Round, ct contender, l *lib, v variant) error {
+		cycle := tryCycle(l, "bench")
+		return cycles(r, ct.sent, 1, func(int) error { return v.under(context.Background(), cycle) })
+	})
 	x.Run()
 }
 
-// cycles times op, called one call after another for the visit's
-// budget, after a few untimed calls at the round's first visit
-// (connections dialled, scripts loaded), and at its last visit records
-// the round's ns/op, ops/s, allocs/op (Go heap objects, the client's
-// side) and the server's figures per op, over all its visits.
-func cycles(r *bench.Round, sent []string, op func() error) error {
+// BenchmarkOwnNames: 16 goroutines, each TryLock + Unlock of a name of its
+// own, against the floors. Under -benchtime Nx each goroutine does about
+// N cycles in all, as the uncontended one does.
+func BenchmarkOwnNames(b *testing.B) {
+	x := newExperiment(b)
+	x.Rounds = max(x.Rounds, 5)
+	x.Passes = 10
+	if x.Budget = bench.RoundBudget(x.Rounds); x.Budget.N > 0 {
+		x.Budget.N *= ownClients
+	}
+	x.Show = []string{"ns/op", "ops/s", "allocs/op", "srv-us/op", "cpu-us/op", "client-us/op"}
+	addSides(x, func(r *bench.Round, ct contender, l *lib, v variant) error {
+		own := make([]func(ctx context.Context) error, ownClients)
+		for c := range own {
+			own[c] = tryCycle(l, fmt.Sprintf("own%d", c))
+		}
+		return cycles(r, ct.sent, ownClients, func(c int) error { return v.under(context.Background(), own[c]) })
+	})
+	x.Run()
+}
+
+// tryCycle is one cycle on name: a try, then its unlock (made once a
+// visit, outside the operations that allocs/op counts).
+func tryCycle(l *lib, name string) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		u, err := l.try(ctx, name)
+		if err != nil {
+			return err
+		}
+		return u(ctx)
+	}
+}
+
+// cycles times op, called by clients goroutines (bench.Parallel; one: one
+// call after another) for the visit's budget, after a few untimed calls
+// at the round's first visit (connections dialled, scripts loaded), and
+// at its last visit records the round's ns/op, ops/s, allocs/op (Go heap
+// objects, the client's side) and the server's figures per op, over all
+// its visits.
+func cycles(r *bench.Round, sent []string, clients int, op func(client int) error) error {
+	run := func(bu bench.Budget) (int, error) {
+		if clients == 1 {
+			return bu.Ops(func(int) error { return op(0) })
+		}
+		return bench.Parallel(bu, clients, op)
+	}
 	if r.Pass == 0 {
-		for i := 0; i < 20; i++ {
-			if err := op(); err != nil {
-				return err
-			}
+		if _, err := run(bench.Budget{N: max(20, 2*clients)}); err != nil {
+			return err
 		}
 	}
 	s1, err := r.Read()
@@ -131,7 +214,7 @@ func cycles(r *bench.Round, sent []string, op func() error) error {
 	var m0, m1 runtime.MemStats
 	runtime.ReadMemStats(&m0)
 	start := time.Now()
-	n, err := r.Budget.Ops(func(int) error { return op() })
+	n, err := run(r.Budget)
 	if err != nil {
 		return err
 	}
@@ -170,14 +253,10 @@ func BenchmarkCrowd(b *testing.B) {
 // atomicredis and each peer, each round on a fresh name.
 func crowdExperiment(b *testing.B, clients int, hold, window time.Duration) {
 	x := newExperiment(b)
-	x.Show = []string{"ns/op", "acq/s", "busiest%", "cpu-us/acq"}
-	cts := []contender{atomicredisC, atomicredisGoredisC, redislockC, redsyncC, rueidislockC}
-	libs := setup(x, cts)
-	for _, ct := range cts {
-		x.Add(ct.name, func(r *bench.Round) error {
-			return crowd(r, ct, libs[ct.name], clients, hold, window)
-		})
-	}
+	x.Show = []string{"ns/op", "acq/s", "busiest%", "srv-us/acq", "cpu-us/acq", "client-us/acq"}
+	addSides(x, func(r *bench.Round, ct contender, l *lib, v variant) error {
+		return crowd(r, ct, l, v, clients, hold, window)
+	})
 	x.Run()
 }
 
@@ -187,14 +266,18 @@ type take struct {
 	at     time.Time
 }
 
+// errStop ends a crowd's client: an error, recorded where it happened.
+var errStop = errors.New("stop")
+
 // crowd runs one round: clients goroutines that take the lock (waiting as
-// the library waits), hold it for hold, give it back and start again.
-// Speed, fairness and the server's figures are measured over window, once
-// the crowd is in its steady state. A wait that runs out (redsync's tries,
-// redislock's deadline) is counted (gave-up/acq) and the client asks
-// again; any other error ends the round, and the row says so.
-func crowd(r *bench.Round, ct contender, l *lib, clients int, hold, window time.Duration) error {
-	name := fmt.Sprintf("crowd%d-%s-%d", clients, ct.name, r.Index)
+// the library waits), hold it for hold, give it back and start again,
+// each cycle under the variant's context of the round's. Speed, fairness
+// and the server's figures are measured over window, once the crowd is
+// in its steady state. A wait that runs out (redsync's tries, redislock's
+// deadline) is counted (gave-up/acq) and the client asks again; any other
+// error ends the round, and the row says so.
+func crowd(r *bench.Round, ct contender, l *lib, v variant, clients int, hold, window time.Duration) error {
+	name := fmt.Sprintf("crowd%d-%s%s-%d", clients, ct.name, v.suffix, r.Index)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var (
@@ -205,24 +288,28 @@ func crowd(r *bench.Round, ct contender, l *lib, clients int, hold, window time.
 		errs     []error
 		wg       sync.WaitGroup
 	)
+	fail := func(err error) error {
+		mu.Lock()
+		errs = append(errs, err)
+		mu.Unlock()
+		return errStop
+	}
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
 		go func(c int) {
 			defer wg.Done()
-			for !stopping.Load() {
-				u, err := l.lock(ctx, name)
+			cycle := func(opCtx context.Context) error {
+				u, err := l.lock(opCtx, name)
 				at := time.Now()
 				if errors.Is(err, errNotObtained) {
 					gaveUp.Add(1)
-					continue
+					return nil
 				}
 				if err != nil {
-					if ctx.Err() == nil {
-						mu.Lock()
-						errs = append(errs, err)
-						mu.Unlock()
+					if ctx.Err() != nil { // the round's end
+						return errStop
 					}
-					return
+					return fail(err)
 				}
 				if hold > 0 && !stopping.Load() {
 					time.Sleep(hold)
@@ -230,10 +317,13 @@ func crowd(r *bench.Round, ct contender, l *lib, clients int, hold, window time.
 				mu.Lock()
 				takes = append(takes, take{c, at})
 				mu.Unlock()
-				if err := u(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, fmt.Errorf("unlock: %w", err))
-					mu.Unlock()
+				if err := u(opCtx); err != nil {
+					return fail(fmt.Errorf("unlock: %w", err))
+				}
+				return nil
+			}
+			for !stopping.Load() {
+				if v.under(ctx, cycle) != nil {
 					return
 				}
 			}

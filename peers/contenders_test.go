@@ -310,8 +310,10 @@ func printSettings(w io.Writer) {
 			lease.Milliseconds()),
 		fmt.Sprintf("floor-cad: the floor with a release that checks its token, as a real one must: SET key token NX PX %d, then EVALSHA (EVAL on NOSCRIPT, redigo's Script) of %q",
 			lease.Milliseconds(), cadSource),
-		fmt.Sprintf("every caller's context: context.Background(); crowds: %d goroutines, no hold, window %v; %d goroutines holding %v, window %v; each after %v + a turn of the queue",
-			hotClients, hotWindow, crowdClients, crowdHold, crowdWindow, warmup),
+		fmt.Sprintf("every caller's context: context.Background() (a crowd's: the round's, cancelled at a wind-down past %v); under <name>/cancel each operation, a try or lock and its unlock, under a fresh context.WithCancel of it, cancelled after the unlock (an HTTP handler's)",
+			drainTimeout),
+		fmt.Sprintf("own names: %d goroutines, a name each; crowds: %d goroutines, no hold, window %v; %d goroutines holding %v, window %v; each after %v + a turn of the queue",
+			ownClients, hotClients, hotWindow, crowdClients, crowdHold, crowdWindow, warmup),
 	}
 	for _, l := range lines {
 		fmt.Fprintln(w, "settings: "+l)

@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 		printSettings(os.Stdout)
 	}
 	code := m.Run()
-	bench.Table{Width: 66, Dated: true}.Print(os.Stdout, targets)
+	bench.Table{Width: 80, Dated: true}.Print(os.Stdout, targets)
 	stop()
 	os.Exit(code)
 }

@@ -313,7 +313,7 @@ func printSettings(w io.Writer) {
 		fmt.Sprintf("every caller's context: context.Background() (a crowd's: the round's, cancelled at a wind-down past %v); under <name>/cancel each operation, a try or lock and its unlock, under a fresh context.WithCancel of it, cancelled after the unlock (an HTTP handler's)",
 			drainTimeout),
 		fmt.Sprintf("own names: %d goroutines, a name each; crowds: %d goroutines, no hold, window %v; %d goroutines holding %v, window %v; each after %v + a turn of the queue",
-			ownClients, hotClients, hotWindow, crowdClients, crowdHold, crowdWindow, warmup),
+			ownClients, hotClients, window(hotWindow, briefHotWindow), crowdClients, crowdHold, window(crowdWindow, briefCrowdWindow), warmup),
 	}
 	for _, l := range lines {
 		fmt.Fprintln(w, "settings: "+l)

@@ -1,18 +1,27 @@
 package peers
 
-// atomicredis against its peers, bsm/redislock (on go-redis) and
-// go-redsync/redsync/v4 (on its redigo pool), on one redis-server, in
-// interleaved rounds (internal/bench, as the main job's benchmarks):
+// atomicredis against its peers, bsm/redislock (on go-redis),
+// go-redsync/redsync/v4 (on its redigo pool) and rueidislock (on its
+// rueidis client), and through its goredis adapter on go-redis, on one
+// redis-server, in interleaved rounds (internal/bench, as the main job's
+// benchmarks):
 //
 //	go test -run '^$' -bench . -benchtime 3s
 //
-// BenchmarkUncontended: one goroutine, TryLock + Unlock, against the
-// floor: SET NX PX + DEL through the same redigo pool, with a context.
+// BenchmarkUncontended: one goroutine, TryLock + Unlock, against two
+// floors through the same redigo pool, with a context: SET NX PX + DEL,
+// and SET NX PX + a compare-and-delete script (floor-cad).
+// BenchmarkOwnNames: 16 goroutines, each TryLock + Unlock of a name of
+// its own, against the same floors.
 // BenchmarkHotName: 16 goroutines on one name, unlocking at once.
 // BenchmarkCrowd: 64 goroutines on one name, each holding it 10 ms.
-// atomicredis waits with Lock (its FIFO queue); the peers wait as their
-// users do, by retrying (the settings are printed first). TestMain prints
-// the verdict table (targets) after the benchmarks.
+// Every contender runs twice in each: with the caller's context, and as
+// <name>/cancel, each operation under a fresh cancellable context,
+// cancelled after it (an HTTP handler's). atomicredis waits with Lock
+// (its FIFO queue); the peers wait as their users do: redislock and
+// redsync by retrying, rueidislock until a release in its process or a
+// server invalidation wakes it (the settings are printed first).
+// TestMain prints the verdict table (targets) after the benchmarks.
 
 import (
 	"context"

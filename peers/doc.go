@@ -1,3 +1,4 @@
-// Package peers holds only benchmarks: atomicredis against bsm/redislock
-// and go-redsync/redsync on one redis-server. See bench_test.go.
+// Package peers holds only benchmarks: atomicredis, on redigo and through
+// its goredis adapter, against bsm/redislock, go-redsync/redsync and
+// rueidislock on one redis-server. See bench_test.go.
 package peers

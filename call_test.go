@@ -673,20 +673,29 @@ func TestCall_NoGoroutinePerCommand(t *testing.T) {
 	})
 }
 
-// A call under a cancellable context on a stopped server returns by its
-// deadline: the caller's, or the call timeout if it has none.
-func TestCall_CancelledOnAStoppedServer(t *testing.T) {
+// stoppedEngine is an engine with the call timeout callTimeout on a
+// private redis-server, which warm (run first: a connection in the pool,
+// the scripts loaded) may use, then stops (SIGSTOP) until the test ends.
+func stoppedEngine(t *testing.T, callTimeout time.Duration, warm func(e *Engine) error) *Engine {
+	t.Helper()
 	s := privateServer(t, "private redis")
 	pid := info(s, t, "process_id")
-	const callTimeout = 400 * time.Millisecond
 	e := engine(s, WithCallTimeout(callTimeout))
-	if _, err := e.LockInfo(ctxT(t), "st"); err != nil { // a connection in the pool, the scripts loaded
+	if err := warm(e); err != nil {
 		t.Fatal(err)
 	}
 	if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { syscall.Kill(int(pid), syscall.SIGCONT) })
+	return e
+}
+
+// A call under a cancellable context on a stopped server returns by its
+// deadline: the caller's, or the call timeout if it has none.
+func TestCall_CancelledOnAStoppedServer(t *testing.T) {
+	const callTimeout = 400 * time.Millisecond
+	e := stoppedEngine(t, callTimeout, func(e *Engine) error { _, err := e.LockInfo(ctxT(t), "st"); return err })
 	for _, c := range []struct {
 		name  string
 		ctx   func() (context.Context, context.CancelFunc)
@@ -718,20 +727,13 @@ func TestCall_CancelledOnAStoppedServer(t *testing.T) {
 // server (SIGSTOP), the call timeout of a lock call and of a batch of
 // marks (whose error says how many it marked), and a caller's deadline.
 func TestCall_TimeoutNamed(t *testing.T) {
-	s := privateServer(t, "private redis")
-	pid := info(s, t, "process_id")
 	const callTimeout = 300 * time.Millisecond
-	e := engine(s, WithCallTimeout(callTimeout))
-	if _, err := e.LockInfo(ctxT(t), "tn"); err != nil { // a connection in the pool, the scripts loaded
-		t.Fatal(err)
-	}
-	if err := e.MarkActiveMany(ctxT(t), "tn", "p", 1, 2); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Kill(int(pid), syscall.SIGSTOP); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(int(pid), syscall.SIGCONT) })
+	e := stoppedEngine(t, callTimeout, func(e *Engine) error {
+		if _, err := e.LockInfo(ctxT(t), "tn"); err != nil {
+			return err
+		}
+		return e.MarkActiveMany(ctxT(t), "tn", "p", 1, 2)
+	})
 	bg := context.Background()
 	named := func(what string, err error) {
 		t.Logf("%s: %v", what, err)

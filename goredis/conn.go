@@ -328,9 +328,9 @@ func (c *conn) timeout(d time.Duration) error {
 // all of them (redigo's rule). With name "" it returns the pending replies.
 func (c *conn) do(ctx context.Context, name string, args []interface{}) (interface{}, error) {
 	c.mu.Lock()
-	if c.err != nil {
+	if err := c.err; err != nil {
 		c.mu.Unlock()
-		return nil, c.err
+		return nil, err
 	}
 	var cl *call
 	if name != "" {
@@ -473,9 +473,9 @@ func (c *conn) ReceiveWithTimeout(timeout time.Duration) (interface{}, error) {
 
 func (c *conn) receive(ctx context.Context) (interface{}, error) {
 	c.mu.Lock()
-	if c.err != nil {
+	if err := c.err; err != nil {
 		c.mu.Unlock()
-		return nil, c.err
+		return nil, err
 	}
 	c.flushLocked()
 	if len(c.batches) == 0 {

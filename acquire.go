@@ -33,7 +33,11 @@ func (e *Engine) take(ctx context.Context, h *holding, name string, r request) e
 		return err
 	}
 	g, err := e.acquire(ctx, &h.acq)
-	return e.settle(h, r, g, err)
+	ev, err := e.settle(h, r, g, err)
+	if e.hook != nil {
+		tellOutcome(ctx, ev)
+	}
+	return err
 }
 
 // prepare checks r and readies h's acquisition (h.acq) of the named object:
@@ -86,8 +90,8 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 }
 
 // settle makes h the holding its acquisition got (err nil: g), or reports
-// why not, and tells the observer.
-func (e *Engine) settle(h *holding, r request, g grant, err error) error {
+// why not, and tells the observer: it returns the event it told.
+func (e *Engine) settle(h *holding, r request, g grant, err error) (Event, error) {
 	a, obj := &h.acq, h.acq.obj
 	if err == nil {
 		h.e, h.obj, h.ops, h.token, h.tokenArg = e, obj, r.ops, a.token, a.tokenArg
@@ -102,12 +106,12 @@ func (e *Engine) settle(h *holding, r request, g grant, err error) error {
 		ev := obj.event(EventNotAcquired, "", 0, err)
 		ev.Queued, ev.Wait = g.queued, g.took
 		e.observe(ev)
-		return err
+		return ev, err
 	}
 	ev := h.event(EventAcquired, nil)
 	ev.Wait = g.took
 	e.emit(ev)
-	return nil
+	return ev, nil
 }
 
 // newToken is a holding's random identifier.

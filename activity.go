@@ -282,6 +282,14 @@ func (e *Engine) remembers(r shardRef) bool {
 // IsActive reports whether id was marked active in the group for period:
 // one round trip (one script on id's partition).
 func (e *Engine) IsActive(ctx context.Context, group, period string, id int64) (bool, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectActivityGroup, group, "IsActive"}, func(ctx context.Context) (bool, error) { return e.isActive(ctx, group, period, id) })
+	}
+	return e.isActive(ctx, group, period, id)
+}
+
+// isActive is IsActive.
+func (e *Engine) isActive(ctx context.Context, group, period string, id int64) (bool, error) {
 	obj, err := e.activity(group, id)
 	if err == nil {
 		err = obj.period(period)

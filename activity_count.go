@@ -20,6 +20,9 @@ import (
 // a mark split since the plan is planned again), and marks made during the
 // count may or may not be. At least one period is required.
 func (e *Engine) CountActive(ctx context.Context, group string, periods ...string) (int64, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectActivityGroup, group, "CountActive"}, func(ctx context.Context) (int64, error) { return e.countActive(ctx, group, "OR", periods) })
+	}
 	return e.countActive(ctx, group, "OR", periods)
 }
 
@@ -27,6 +30,9 @@ func (e *Engine) CountActive(ctx context.Context, group string, periods ...strin
 // periods (retention): as CountActive, with SINTERCARD and BITOP AND, over
 // the partitions that every period used.
 func (e *Engine) CountActiveAll(ctx context.Context, group string, periods ...string) (int64, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectActivityGroup, group, "CountActiveAll"}, func(ctx context.Context) (int64, error) { return e.countActive(ctx, group, "AND", periods) })
+	}
 	return e.countActive(ctx, group, "AND", periods)
 }
 

@@ -20,6 +20,14 @@ import (
 // mark of a partition in a period by this engine puts the partition in the
 // period's index first (one round trip more, to the group's slot).
 func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectActivityGroup, group, "MarkActive"}, func(ctx context.Context) error { return e.markActive(ctx, group, period, id) })
+	}
+	return e.markActive(ctx, group, period, id)
+}
+
+// markActive is MarkActive.
+func (e *Engine) markActive(ctx context.Context, group, period string, id int64) error {
 	obj, err := e.activity(group, id)
 	if err == nil {
 		err = obj.period(period)
@@ -51,6 +59,14 @@ func (e *Engine) MarkActive(ctx context.Context, group, period string, id int64)
 // the rest (marking twice changes nothing). A negative id fails the
 // whole call before any I/O; with no ids it does nothing.
 func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids ...int64) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectActivityGroup, group, "MarkActiveMany"}, func(ctx context.Context) error { return e.markActiveMany(ctx, group, period, ids...) })
+	}
+	return e.markActiveMany(ctx, group, period, ids...)
+}
+
+// markActiveMany is MarkActiveMany.
+func (e *Engine) markActiveMany(ctx context.Context, group, period string, ids ...int64) error {
 	obj, err := e.object(kindActivity, group)
 	if err != nil {
 		return err

@@ -15,6 +15,14 @@ import (
 // other copy, and keeps the newest N items (WithRecentCapacity, default
 // 100). The item must not be empty.
 func (e *Engine) AddRecent(ctx context.Context, list, item string) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectRecentList, list, "AddRecent"}, func(ctx context.Context) error { return e.addRecent(ctx, list, item) })
+	}
+	return e.addRecent(ctx, list, item)
+}
+
+// addRecent is AddRecent.
+func (e *Engine) addRecent(ctx context.Context, list, item string) error {
 	obj, err := e.recentItem(list, item)
 	if err != nil {
 		return err
@@ -26,6 +34,14 @@ func (e *Engine) AddRecent(ctx context.Context, list, item string) error {
 // RemoveRecent removes item from the named recent list; an absent item is
 // not an error.
 func (e *Engine) RemoveRecent(ctx context.Context, list, item string) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectRecentList, list, "RemoveRecent"}, func(ctx context.Context) error { return e.removeRecent(ctx, list, item) })
+	}
+	return e.removeRecent(ctx, list, item)
+}
+
+// removeRecent is RemoveRecent.
+func (e *Engine) removeRecent(ctx context.Context, list, item string) error {
 	obj, err := e.recentItem(list, item)
 	if err != nil {
 		return err
@@ -48,6 +64,14 @@ func (e *Engine) recentItem(list, item string) (object, error) {
 // each tier most recent first. The empty query matches every item, most
 // recent first. The filtering happens on the server, in one script.
 func (e *Engine) SuggestRecent(ctx context.Context, list, query string, limit int) ([]string, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectRecentList, list, "SuggestRecent"}, func(ctx context.Context) ([]string, error) { return e.suggestRecent(ctx, list, query, limit) })
+	}
+	return e.suggestRecent(ctx, list, query, limit)
+}
+
+// suggestRecent is SuggestRecent.
+func (e *Engine) suggestRecent(ctx context.Context, list, query string, limit int) ([]string, error) {
 	obj, err := e.limited(kindRecent, list, limit)
 	if err != nil {
 		return nil, err
@@ -70,12 +94,18 @@ func (e *Engine) limited(k *kind, name string, limit int) (object, error) {
 // AddMembers adds members (any bytes, the empty string too) to the named
 // prefix-search set. With no members it does nothing.
 func (e *Engine) AddMembers(ctx context.Context, set string, members ...string) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectMemberSet, set, "AddMembers"}, func(ctx context.Context) error { return e.members(ctx, scriptMembersAdd, set, members) })
+	}
 	return e.members(ctx, scriptMembersAdd, set, members)
 }
 
 // RemoveMembers removes members from the named prefix-search set; absent
 // ones are ignored. With no members it does nothing.
 func (e *Engine) RemoveMembers(ctx context.Context, set string, members ...string) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectMemberSet, set, "RemoveMembers"}, func(ctx context.Context) error { return e.members(ctx, scriptMembersRemove, set, members) })
+	}
 	return e.members(ctx, scriptMembersRemove, set, members)
 }
 
@@ -108,6 +138,14 @@ func (e *Engine) members(ctx context.Context, s *script, set string, members []s
 // Redis before 7 (and miniredis) refuse the flag, and there a query at
 // maxmemory fails with OOM like any write.
 func (e *Engine) Suggest(ctx context.Context, set, prefix string, limit int) ([]string, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectMemberSet, set, "Suggest"}, func(ctx context.Context) ([]string, error) { return e.suggest(ctx, set, prefix, limit) })
+	}
+	return e.suggest(ctx, set, prefix, limit)
+}
+
+// suggest is Suggest.
+func (e *Engine) suggest(ctx context.Context, set, prefix string, limit int) ([]string, error) {
 	obj, err := e.limited(kindMembers, set, limit)
 	if err != nil {
 		return nil, err

@@ -25,6 +25,7 @@ package atomicredis
 //	embed.go          the embedded scripts (scripts/*.lua, scripts/lib/*.lua) and how they load
 //	options.go        the engine's options
 //	events.go         Event, the observer and the logger
+//	hook.go           Hook and Operation: each public call, with the caller's context
 //	ping.go           Ping
 //	cluster.go        the cluster's layout, for Ping and the renewer
 //	acquire.go        taking a lock, hold or permit: one try, or a place in the queue and the wait

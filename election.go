@@ -73,6 +73,14 @@ func (e *Engine) Election(name string, o LockOptions) *Election {
 // under l.Context, and pass the term and token to what it writes (the
 // README's "Elections" says what a term guarantees across a failover).
 func (el *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
+	if el != nil && el.e.hooked() {
+		return hooked(el.e, ctx, Operation{ObjectElection, el.name, "Campaign"}, func(ctx context.Context) (*Lock, error) { return el.campaign(ctx, value) })
+	}
+	return el.campaign(ctx, value)
+}
+
+// campaign is Campaign.
+func (el *Election) campaign(ctx context.Context, value string) (*Lock, error) {
 	if el == nil || el.e == nil {
 		return nil, &Error{Object: ObjectElection, Err: fmt.Errorf("nil election or engine: %w", ErrInvalid)}
 	}
@@ -88,6 +96,14 @@ func (el *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 // Leader returns the election's leader now, or an error wrapping
 // ErrNoLeader when there is none, in one script that writes nothing.
 func (el *Election) Leader(ctx context.Context) (Leader, error) {
+	if el != nil && el.e.hooked() {
+		return hooked(el.e, ctx, Operation{ObjectElection, el.name, "Leader"}, func(ctx context.Context) (Leader, error) { return el.leader(ctx) })
+	}
+	return el.leader(ctx)
+}
+
+// leader is Leader.
+func (el *Election) leader(ctx context.Context) (Leader, error) {
 	obj, err := el.object()
 	if err != nil {
 		return Leader{}, err
@@ -296,6 +312,9 @@ func (o *observer) take(st electionState, read bool) {
 	default:
 	}
 	o.out <- l
+	if o.e != nil { // nil in a test of take alone
+		o.e.observe(Event{Type: EventLeaderChanged, Object: ObjectElection, Name: o.obj.name, Fence: l.Term})
+	}
 }
 
 // nextRead is when o must read again at the latest, given the next

@@ -76,6 +76,8 @@ type Engine struct {
 	callTimeout time.Duration // WithCallTimeout
 	retention   time.Duration // WithFenceRetention
 	observer    func(Event)   // WithObserver
+	hook        Hook          // WithHook
+	hookObserve func(Event)   // WithHook's Observe, when it has one
 	logger      *slog.Logger  // WithLogger
 
 	id           string        // names this engine's wake channel

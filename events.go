@@ -19,9 +19,15 @@ const (
 	EventBackgroundError                      // an abandon or the wake-up machinery failed (Err)
 	EventLimitDiffers                         // a semaphore's stored limit rules over the caller's Limit (Err says both)
 	EventQueued                               // the acquisition joined the queue (once a call); Wait: how long it had tried
+	EventDone                                 // a Hook's End of a call that neither acquired nor released: Err its error, Wait how long it took
+	EventCampaign                             // a Campaign began to wait: another leads (an election's EventQueued)
+	EventElected                              // a Campaign won (an election's EventAcquired): Fence the term
+	EventDeposed                              // a leader lost the leadership (an election's EventLost): Err why
+	EventLeaderChanged                        // an Observe call saw a new leader or value: Fence the term (0: none)
 )
 
-var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error", "limit differs", "queued"}
+var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error", "limit differs", "queued",
+	"done", "campaign", "elected", "deposed", "leader changed"}
 
 func (t EventType) String() string {
 	if t > 0 && int(t) < len(eventNames) {
@@ -54,12 +60,33 @@ func (o object) event(t EventType, token string, fence int64, err error) Event {
 	return Event{Type: t, Object: o.kind.noun, Name: o.name, Token: token, Fence: fence, Err: err}
 }
 
-// observe tells the observer of ev: an event whose error is returned to
-// a caller, which is the caller's to log.
+// observe tells the observer of ev, and the hook's Observe: an event whose
+// error is returned to a caller, which is the caller's to log.
 func (e *Engine) observe(ev Event) {
+	if e.observer == nil && e.hookObserve == nil {
+		return
+	}
+	ev = ev.told()
 	if e.observer != nil {
 		e.observer(ev)
 	}
+	e.observed(ev)
+}
+
+// told is ev as observers are told of it: an election's acquisitions,
+// queue joins and losses as its own events.
+func (ev Event) told() Event {
+	if ev.Object == ObjectElection {
+		switch ev.Type {
+		case EventAcquired:
+			ev.Type = EventElected
+		case EventQueued:
+			ev.Type = EventCampaign
+		case EventLost:
+			ev.Type = EventDeposed
+		}
+	}
+	return ev
 }
 
 // emit tells the observer and the logger of ev, something that happened

@@ -134,6 +134,41 @@ func Example_metrics() {
 	// Output: 1 1 1 1
 }
 
+// slowCalls is a Hook that logs each call slower than a limit, with the
+// request's id from its context: what a tracer does with spans.
+type slowCalls struct{ limit time.Duration }
+
+type requestID struct{}
+
+func (h slowCalls) Start(ctx context.Context, op atomicredis.Operation) context.Context {
+	return ctx // a tracer returns the context of the span it starts
+}
+
+func (h slowCalls) End(ctx context.Context, op atomicredis.Operation, ev atomicredis.Event) {
+	if ev.Wait >= h.limit {
+		fmt.Printf("request %v: %s %q took %v or more: %v\n", ctx.Value(requestID{}), op.Method, op.Name, h.limit, ev.Type)
+	}
+}
+
+// ExampleWithHook: a Hook sees each call with the caller's context, as a
+// tracer needs (the module atomicredisotel is one).
+func ExampleWithHook() {
+	mr, _ := miniredis.Run()
+	defer mr.Close()
+	pool := &redis.Pool{MaxIdle: 16, Dial: func() (redis.Conn, error) { return redis.Dial("tcp", mr.Addr()) }}
+	e := atomicredis.New(pool, atomicredis.WithHook(slowCalls{limit: 50 * time.Millisecond}))
+	defer e.Close(context.Background())
+
+	ctx := context.WithValue(context.Background(), requestID{}, "r-7")
+	l, _ := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{})
+	_, err := e.Lock(ctx, "invoice:42", atomicredis.LockOptions{Wait: 100 * time.Millisecond}) // waits, then gives up
+	fmt.Println(errors.Is(err, atomicredis.ErrNotAcquired))
+	l.Unlock(ctx)
+	// Output:
+	// request r-7: Lock "invoice:42" took 50ms or more: not acquired
+	// true
+}
+
 // Ping at startup: a rejected option, an unreachable server, a script the
 // user may not load or a wake channel it may not publish on shows here,
 // not in the first request.

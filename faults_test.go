@@ -724,6 +724,8 @@ func TestFaults_ClientClockOnlyPaces(t *testing.T) {
 		"ctxErr":                "whether ctx's deadline has passed",
 		"conn":                  "a call's timeout, up to ctx's deadline",
 		"call":                  "how long a round trip waited before it timed out, for its error (the client's own read timeout, or the engine's bound)",
+		"hooked":                "how long a call took, for a Hook's End",
+		"hookedRelease":         "how long a release took, and the holding was held, for a Hook's End",
 	}
 	fset := token.NewFileSet()
 	names, err := filepath.Glob("*.go")

@@ -97,6 +97,14 @@ func (e *Engine) HashTag(name string) (string, error) {
 // failure stays: Redis does not roll back); ErrInvalid for a reader's hold,
 // a key without the tag, or a script NewGuardedScript refused.
 func (l *Lock) Eval(ctx context.Context, s *GuardedScript, keysAndArgs ...any) (any, error) {
+	if l != nil && l.e.hooked() {
+		return hooked(l.e, ctx, Operation{l.obj.kind.noun, l.obj.name, "Eval"}, func(ctx context.Context) (any, error) { return l.eval(ctx, s, keysAndArgs...) })
+	}
+	return l.eval(ctx, s, keysAndArgs...)
+}
+
+// eval is Eval.
+func (l *Lock) eval(ctx context.Context, s *GuardedScript, keysAndArgs ...any) (any, error) {
 	if l == nil {
 		return nil, errNilLock
 	}

@@ -58,6 +58,9 @@ var errZeroHolding = &Error{Err: fmt.Errorf("a zero value, not one an engine ret
 // refused, a timeout, CLUSTERDOWN...): a wait retries those until it runs
 // out.
 func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, name, "Lock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, lockOps, "", name, o, true) })
+	}
 	return e.lock(ctx, lockOps, "", name, o, true)
 }
 
@@ -65,6 +68,9 @@ func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, e
 // ErrNotAcquired if another holds it or live waiters are queued. o.Wait is
 // neither used nor checked.
 func (e *Engine) TryLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, name, "TryLock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, lockOps, "", name, o, false) })
+	}
 	return e.lock(ctx, lockOps, "", name, o, false)
 }
 
@@ -82,6 +88,14 @@ func (e *Engine) lock(ctx context.Context, ops *holdOps, prefix, name string, o 
 
 // IsLocked reports whether anyone holds the named lock.
 func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, name, "IsLocked"}, func(ctx context.Context) (bool, error) { return e.isLocked(ctx, name) })
+	}
+	return e.isLocked(ctx, name)
+}
+
+// isLocked is IsLocked.
+func (e *Engine) isLocked(ctx context.Context, name string) (bool, error) {
 	obj, err := e.object(kindLock, name)
 	if err != nil {
 		return false, err
@@ -159,6 +173,9 @@ func (l *Lock) Unlock(ctx context.Context) error {
 	if l == nil {
 		return errNilLock
 	}
+	if l != nil && l.e.hooked() {
+		return hookedRelease(&l.holding, ctx, Operation{l.obj.kind.noun, l.obj.name, "Unlock"}, func(ctx context.Context) error { return l.release(ctx) })
+	}
 	return l.release(ctx)
 }
 
@@ -172,6 +189,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 	if l == nil {
 		return errNilLock
 	}
+	if l != nil && l.e.hooked() {
+		return hookedErr(l.e, ctx, Operation{l.obj.kind.noun, l.obj.name, "Extend"}, func(ctx context.Context) error { return l.extend(ctx, ttl) })
+	}
 	return l.extend(ctx, ttl)
 }
 
@@ -180,6 +200,9 @@ func (l *Lock) Extend(ctx context.Context, ttl time.Duration) error {
 func (l *Lock) TTL(ctx context.Context) (time.Duration, error) {
 	if l == nil {
 		return 0, errNilLock
+	}
+	if l != nil && l.e.hooked() {
+		return hooked(l.e, ctx, Operation{l.obj.kind.noun, l.obj.name, "TTL"}, func(ctx context.Context) (time.Duration, error) { return l.ttl(ctx) })
 	}
 	return l.ttl(ctx)
 }
@@ -202,12 +225,18 @@ func (l *Lock) SetOwner(ctx context.Context, owner string) error {
 	if l == nil {
 		return errNilLock
 	}
+	if l != nil && l.e.hooked() {
+		return hookedErr(l.e, ctx, Operation{l.obj.kind.noun, l.obj.name, "SetOwner"}, func(ctx context.Context) error { return l.setOwner(ctx, owner) })
+	}
 	return l.setOwner(ctx, owner)
 }
 
 // Held reports whether this holder still holds the lock (false for a nil
 // lock).
 func (l *Lock) Held(ctx context.Context) (bool, error) {
+	if l != nil && l.e.hooked() {
+		return hooked(l.e, ctx, Operation{l.obj.kind.noun, l.obj.name, "Held"}, func(ctx context.Context) (bool, error) { return held(l.ttl(ctx)) })
+	}
 	return held(l.TTL(ctx))
 }
 
@@ -225,6 +254,14 @@ type LockInfo struct {
 // live waiters are queued, in one script that writes nothing. (Read-write
 // locks have no such call yet; permits are listed by SemaphoreInfo.)
 func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, name, "LockInfo"}, func(ctx context.Context) (LockInfo, error) { return e.lockInfo(ctx, name) })
+	}
+	return e.lockInfo(ctx, name)
+}
+
+// lockInfo is LockInfo.
+func (e *Engine) lockInfo(ctx context.Context, name string) (LockInfo, error) {
 	var info LockInfo
 	obj, err := e.object(kindLock, name)
 	if err != nil {
@@ -256,6 +293,14 @@ func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
 // old holder was doing is no longer guarded: use it for a holder that is
 // known to be stuck, and let the guarded resource check fences.
 func (e *Engine) ForceUnlock(ctx context.Context, name string) (bool, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, name, "ForceUnlock"}, func(ctx context.Context) (bool, error) { return e.forceUnlock(ctx, name) })
+	}
+	return e.forceUnlock(ctx, name)
+}
+
+// forceUnlock is ForceUnlock.
+func (e *Engine) forceUnlock(ctx context.Context, name string) (bool, error) {
 	obj, err := e.object(kindLock, name)
 	if err != nil {
 		return false, err

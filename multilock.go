@@ -44,6 +44,9 @@ type MultiLock struct {
 // Lock waits; a goroutine that holds one of the names itself waits out its
 // Wait. o.Owner is stored with each lock; o.Watchdog extends each.
 func (e *Engine) LockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, joinNames(names), "LockAll"}, func(ctx context.Context) (*MultiLock, error) { return e.lockAll(ctx, names, o, true) })
+	}
 	return e.lockAll(ctx, names, o, true)
 }
 
@@ -51,6 +54,9 @@ func (e *Engine) LockAll(ctx context.Context, names []string, o LockOptions) (*M
 // wrapping ErrNotAcquired, holding none, if any is held or its queue is
 // not empty (a queue whose waiters lapsed lingers up to 2 s). o.Wait is neither used nor checked.
 func (e *Engine) TryLockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectLock, joinNames(names), "TryLockAll"}, func(ctx context.Context) (*MultiLock, error) { return e.lockAll(ctx, names, o, false) })
+	}
 	return e.lockAll(ctx, names, o, false)
 }
 
@@ -262,7 +268,7 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 	r.owner = o.Owner
 	var errs []error
 	for j, l := range hs {
-		if err := e.settle(&l.holding, r, grant{fence: v[j+1], sent: sent}, nil); err != nil {
+		if _, err := e.settle(&l.holding, r, grant{fence: v[j+1], sent: sent}, nil); err != nil {
 			errs = append(errs, err)
 			continue
 		}

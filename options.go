@@ -115,9 +115,11 @@ func WithFenceRetention(d time.Duration) Option {
 }
 
 // WithObserver calls f with every Event of the engine's locks, read-write
-// locks and semaphores: acquisitions, calls joining the queue (once a
-// call), refusals, releases, losses, failed extensions, background errors,
-// and stored semaphore limits that differ from the caller's. f runs on the goroutine where the event
+// locks, semaphores and elections: acquisitions, calls joining the queue
+// (once a call), refusals, releases, losses, failed extensions, background
+// errors, stored semaphore limits that differ from the caller's, and an
+// election's campaigns, leaders elected and deposed, and the changes its
+// Observe calls see. (WithHook sees every call, with its context.) f runs on the goroutine where the event
 // happened (the caller's, a watchdog's, the wake subscription's), so it
 // must be quick and must not block or call the engine.
 func WithObserver(f func(Event)) Option {

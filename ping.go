@@ -20,6 +20,14 @@ import (
 // or in a readiness probe. An error names the node and what failed, and
 // wraps the cause. A nil ctx is ErrInvalid.
 func (e *Engine) Ping(ctx context.Context) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{"", "", "Ping"}, func(ctx context.Context) error { return e.ping(ctx) })
+	}
+	return e.ping(ctx)
+}
+
+// ping is Ping.
+func (e *Engine) ping(ctx context.Context) error {
 	if err := e.usable(); err != nil {
 		return err
 	}

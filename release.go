@@ -77,7 +77,10 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 	released, err := h.unlock(ctx, deadline)
 	if err != nil {
 		h.closeLost()
-		h.end(h.obj.errorf("fence %d: Close could not release it (%v): %w", h.fence, err, ErrClosed))
+		cause := h.obj.errorf("fence %d: Close could not release it (%v): %w", h.fence, err, ErrClosed)
+		if h.end(cause) {
+			h.e.observe(h.event(EventLost, cause))
+		}
 		h.lostHook() // a MultiLock's Lost closes with its locks'
 		h.mu.Lock()
 		h.byClose = false // not released: the caller's Unlock tries again
@@ -85,9 +88,11 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 		return err
 	}
 	cause := h.obj.errorf("fence %d: released by Close: %w", h.fence, ErrClosed)
-	if !released {
+	if !released { // gone on the server already: lost, told as Close saw it
 		h.closeLost()
-		h.end(cause)
+		if h.end(cause) {
+			h.e.observe(h.event(EventLost, h.obj.errorf("fence %d: expired or taken before Close: %w", h.fence, ErrNotHeld)))
+		}
 		h.lostHook()
 		return nil
 	}

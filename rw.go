@@ -29,6 +29,9 @@ var rwOps = &holdOps{kind: kindRW, suffixes: []string{"", ":holds", ":fence", ":
 //
 // A read-write lock "x" and a plain lock "x" are different objects.
 func (e *Engine) RLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectReadWriteLock, name, "RLock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, rwOps, "r-", name, o, true) })
+	}
 	return e.lock(ctx, rwOps, "r-", name, o, true)
 }
 
@@ -36,6 +39,9 @@ func (e *Engine) RLock(ctx context.Context, name string, o LockOptions) (*Lock, 
 // it returns an error wrapping ErrNotAcquired if a writer holds it or any
 // live waiter is queued. o.Wait is not used.
 func (e *Engine) TryRLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectReadWriteLock, name, "TryRLock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, rwOps, "r-", name, o, false) })
+	}
 	return e.lock(ctx, rwOps, "r-", name, o, false)
 }
 
@@ -44,6 +50,9 @@ func (e *Engine) TryRLock(ctx context.Context, name string, o LockOptions) (*Loc
 // ahead. When it is released, the whole run of readers at the head of the
 // queue is let in at once. Otherwise as RLock.
 func (e *Engine) WLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectReadWriteLock, name, "WLock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, rwOps, "w-", name, o, true) })
+	}
 	return e.lock(ctx, rwOps, "w-", name, o, true)
 }
 
@@ -51,5 +60,8 @@ func (e *Engine) WLock(ctx context.Context, name string, o LockOptions) (*Lock, 
 // lock: it returns an error wrapping ErrNotAcquired if anyone holds it or
 // any live waiter is queued. o.Wait is not used.
 func (e *Engine) TryWLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectReadWriteLock, name, "TryWLock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, rwOps, "w-", name, o, false) })
+	}
 	return e.lock(ctx, rwOps, "w-", name, o, false)
 }

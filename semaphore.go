@@ -69,6 +69,9 @@ var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter"
 // retention. A stored limit that differs from o.Limit is reported once per
 // engine, name and stored limit: an EventLimitDiffers, logged at Warn.
 func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectSemaphore, name, "AcquireSemaphore"}, func(ctx context.Context) (*Permit, error) { return e.semaphore(ctx, name, o, true) })
+	}
 	return e.semaphore(ctx, name, o, true)
 }
 
@@ -76,6 +79,9 @@ func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreO
 // and returns an error wrapping ErrNotAcquired if none is free or live
 // waiters are queued. o.Wait is not used. Otherwise as AcquireSemaphore.
 func (e *Engine) TryAcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectSemaphore, name, "TryAcquireSemaphore"}, func(ctx context.Context) (*Permit, error) { return e.semaphore(ctx, name, o, false) })
+	}
 	return e.semaphore(ctx, name, o, false)
 }
 
@@ -106,6 +112,14 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 // not counted, and the next acquisition, release or extension purges them
 // and hands their slots to waiters.
 func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectSemaphore, name, "SemaphoreHolders"}, func(ctx context.Context) (int, error) { return e.semaphoreHolders(ctx, name) })
+	}
+	return e.semaphoreHolders(ctx, name)
+}
+
+// semaphoreHolders is SemaphoreHolders.
+func (e *Engine) semaphoreHolders(ctx context.Context, name string) (int, error) {
 	obj, err := e.object(kindSem, name)
 	if err != nil {
 		return 0, err
@@ -143,6 +157,14 @@ const MaxInfoPermits = 1000
 // weight they hold and its live waiters, in one script that writes
 // nothing.
 func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo, error) {
+	if e.hooked() {
+		return hooked(e, ctx, Operation{ObjectSemaphore, name, "SemaphoreInfo"}, func(ctx context.Context) (SemaphoreInfo, error) { return e.semaphoreInfo(ctx, name) })
+	}
+	return e.semaphoreInfo(ctx, name)
+}
+
+// semaphoreInfo is SemaphoreInfo.
+func (e *Engine) semaphoreInfo(ctx context.Context, name string) (SemaphoreInfo, error) {
 	var info SemaphoreInfo
 	obj, err := e.object(kindSem, name)
 	if err != nil {
@@ -192,6 +214,14 @@ func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo,
 // until the fence retention has passed since this call or the last
 // permit granted.
 func (e *Engine) SetSemaphoreLimit(ctx context.Context, name string, limit int) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{ObjectSemaphore, name, "SetSemaphoreLimit"}, func(ctx context.Context) error { return e.setSemaphoreLimit(ctx, name, limit) })
+	}
+	return e.setSemaphoreLimit(ctx, name, limit)
+}
+
+// setSemaphoreLimit is SetSemaphoreLimit.
+func (e *Engine) setSemaphoreLimit(ctx context.Context, name string, limit int) error {
 	obj, err := e.object(kindSem, name)
 	if err != nil {
 		return err
@@ -214,6 +244,9 @@ func (p *Permit) Release(ctx context.Context) error {
 	if p == nil {
 		return errNilPermit
 	}
+	if p != nil && p.e.hooked() {
+		return hookedRelease(&p.holding, ctx, Operation{p.obj.kind.noun, p.obj.name, "Release"}, func(ctx context.Context) error { return p.release(ctx) })
+	}
 	return p.release(ctx)
 }
 
@@ -228,6 +261,9 @@ func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
 	if p == nil {
 		return errNilPermit
 	}
+	if p != nil && p.e.hooked() {
+		return hookedErr(p.e, ctx, Operation{p.obj.kind.noun, p.obj.name, "Extend"}, func(ctx context.Context) error { return p.extend(ctx, ttl) })
+	}
 	return p.extend(ctx, ttl)
 }
 
@@ -237,6 +273,9 @@ func (p *Permit) Extend(ctx context.Context, ttl time.Duration) error {
 func (p *Permit) TTL(ctx context.Context) (time.Duration, error) {
 	if p == nil {
 		return 0, errNilPermit
+	}
+	if p != nil && p.e.hooked() {
+		return hooked(p.e, ctx, Operation{p.obj.kind.noun, p.obj.name, "TTL"}, func(ctx context.Context) (time.Duration, error) { return p.ttl(ctx) })
 	}
 	return p.ttl(ctx)
 }
@@ -267,11 +306,17 @@ func (p *Permit) SetOwner(ctx context.Context, owner string) error {
 	if p == nil {
 		return errNilPermit
 	}
+	if p != nil && p.e.hooked() {
+		return hookedErr(p.e, ctx, Operation{p.obj.kind.noun, p.obj.name, "SetOwner"}, func(ctx context.Context) error { return p.setOwner(ctx, owner) })
+	}
 	return p.setOwner(ctx, owner)
 }
 
 // Held reports whether the permit is still live (false for a nil permit).
 func (p *Permit) Held(ctx context.Context) (bool, error) {
+	if p != nil && p.e.hooked() {
+		return hooked(p.e, ctx, Operation{p.obj.kind.noun, p.obj.name, "Held"}, func(ctx context.Context) (bool, error) { return held(p.ttl(ctx)) })
+	}
 	return held(p.TTL(ctx))
 }
 

@@ -52,7 +52,16 @@ type Event struct {
 	Queued     bool // the acquisition waited in the queue
 	Wait, Held time.Duration
 	Err        error
+	Reason     string // EventLost, EventDeposed: LostExpired, LostTaken, LostClosed or LostError
 }
+
+// Why a holding was lost (Event.Reason).
+const (
+	LostExpired = "expired" // the server found it gone after its lease may have run out
+	LostTaken   = "taken"   // the server found it gone while its lease still ran: freed (ForceUnlock) or another's
+	LostClosed  = "closed"  // Engine.Close ended it
+	LostError   = "error"   // extensions or a release went unanswered until the lease ran out
+)
 
 // event is an Event about o; token and fence are zero where there is no
 // holding.

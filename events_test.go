@@ -202,8 +202,26 @@ func TestEvents_Delivered(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.Must(t, "DEL", s.NS+"lock:{gone}")
-		if ev := rec.wait(t, EventLost, "gone"); !errors.Is(ev.Err, ErrNotHeld) || ev.Fence != wd.Fence() {
-			t.Errorf("lost: %+v", ev)
+		if ev := rec.wait(t, EventLost, "gone"); !errors.Is(ev.Err, ErrNotHeld) || ev.Fence != wd.Fence() || ev.Reason != LostTaken {
+			t.Errorf("lost: %+v, want reason %q (gone while its lease ran)", ev, LostTaken)
+		}
+
+		// Lost when its lease ran out: found gone by a call (the client's
+		// clock decides that the lease may have run out: a real wait).
+		s.Realtime(t)
+		short, err := e.TryLock(ctx, "short", LockOptions{TTL: 50 * time.Millisecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+		if held, err := short.Held(ctx); held || err != nil {
+			t.Fatalf("Held past the lease: %v, %v", held, err)
+		}
+		if err := short.Unlock(ctx); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("Unlock past the lease: %v", err)
+		}
+		if ev := rec.wait(t, EventLost, "short"); ev.Reason != LostExpired {
+			t.Errorf("lost past its lease: %+v, want reason %q", ev, LostExpired)
 		}
 
 		// Extend failed: the watchdog's connection is refused for a while.

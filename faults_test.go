@@ -725,6 +725,7 @@ func TestFaults_ClientClockOnlyPaces(t *testing.T) {
 		"conn":                  "a call's timeout, up to ctx's deadline",
 		"call":                  "how long a round trip waited before it timed out, for its error (the client's own read timeout, or the engine's bound)",
 		"hooked":                "how long a call took, for a Hook's End",
+		"goneReason":            "whether a holding the server found gone was still within its span (taken) or past it (expired), for EventLost's Reason",
 		"hookedRelease":         "how long a release took, and the holding was held, for a Hook's End",
 	}
 	fset := token.NewFileSet()

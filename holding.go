@@ -238,10 +238,17 @@ func (h *holding) notHeld() error {
 	}
 	h.closeLost()
 	if h.end(err) {
-		h.e.observe(h.event(EventLost, err))
+		h.e.observe(h.lossEvent(err, h.goneReason()))
 		h.lostHook()
 	}
 	return err
+}
+
+// lossEvent is the EventLost of h, lost for reason (Lost...).
+func (h *holding) lossEvent(cause error, reason string) Event {
+	ev := h.event(EventLost, cause)
+	ev.Reason = reason
+	return ev
 }
 
 // lostHook tells a MultiLock that h is lost.
@@ -280,10 +287,10 @@ func (h *holding) end(cause error) bool {
 // lost records that the background found the holding gone (cause wraps
 // ErrNotHeld). The first time, its contexts end and EventLost is reported
 // (and logged).
-func (h *holding) lost(cause error) {
+func (h *holding) lost(cause error, reason string) {
 	h.closeLost()
 	if h.end(cause) {
-		h.e.emit(h.event(EventLost, cause))
+		h.e.emit(h.lossEvent(cause, reason))
 		h.lostHook()
 	}
 }

@@ -22,6 +22,18 @@ func (h *holding) span() time.Duration {
 	return span - span/10
 }
 
+// goneReason is why the server, having just answered, no longer has h:
+// LostTaken while its span still runs (the lease cannot have run out
+// before the script ran, which was before now), else LostExpired.
+func (h *holding) goneReason() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if time.Now().Before(h.extended.Add(h.span())) {
+		return LostTaken
+	}
+	return LostExpired
+}
+
 // extendedAt records an extension the server applied, sent at sent.
 func (h *holding) extendedAt(sent time.Time) {
 	h.mu.Lock()
@@ -73,7 +85,7 @@ func (h *holding) spanRanOut() {
 	}
 	h.mu.Unlock()
 	if h.e.renew.keeps(h) {
-		h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out (none was answered within its span): %w", h.fence, ErrNotHeld))
+		h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out (none was answered within its span): %w", h.fence, ErrNotHeld), LostError)
 	}
 }
 

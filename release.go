@@ -79,7 +79,7 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 		h.closeLost()
 		cause := h.obj.errorf("fence %d: Close could not release it (%v): %w", h.fence, err, ErrClosed)
 		if h.end(cause) {
-			h.e.observe(h.event(EventLost, cause))
+			h.e.observe(h.lossEvent(cause, LostClosed))
 		}
 		h.lostHook() // a MultiLock's Lost closes with its locks'
 		h.mu.Lock()
@@ -91,7 +91,7 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 	if !released { // gone on the server already: lost, told as Close saw it
 		h.closeLost()
 		if h.end(cause) {
-			h.e.observe(h.event(EventLost, h.obj.errorf("fence %d: expired or taken before Close: %w", h.fence, ErrNotHeld)))
+			h.e.observe(h.lossEvent(h.obj.errorf("fence %d: expired or taken before Close: %w", h.fence, ErrNotHeld), h.goneReason()))
 		}
 		h.lostHook()
 		return nil
@@ -143,7 +143,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 				cause := h.obj.errorf("fence %d: released or expired: %w", h.fence, ErrNotHeld)
 				h.closeLost()
 				if h.end(cause) { // the caller's error says it too: the observer hears of it, the logger does not
-					h.e.observe(h.event(EventLost, cause))
+					h.e.observe(h.lossEvent(cause, LostError))
 					h.lostHook()
 				}
 				return false, h.obj.errorf("fence %d: no longer held after a release went unanswered (%w): that release or the lease's end freed it", h.fence, unanswered)
@@ -192,7 +192,7 @@ func (h *holding) lapse() (stop func() bool) {
 		held := h.ended == nil
 		h.mu.Unlock()
 		if held {
-			h.lost(h.obj.errorf("fence %d: the lease ran out while its release went unanswered: %w", h.fence, ErrNotHeld))
+			h.lost(h.obj.errorf("fence %d: the lease ran out while its release went unanswered: %w", h.fence, ErrNotHeld), LostError)
 		}
 	}).Stop
 }

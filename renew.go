@@ -325,7 +325,7 @@ func (r *renewer) extend(stop context.Context, e *Engine) {
 		case x.err == nil && x.held:
 			h.extendedAt(sent)
 		case x.err == nil:
-			h.lost(h.obj.errorf("fence %d: the lease ran out or another took it: %w", h.fence, ErrNotHeld))
+			h.lost(h.obj.errorf("fence %d: the lease ran out or another took it: %w", h.fence, ErrNotHeld), h.goneReason())
 		default:
 			h.e.emit(h.event(EventExtendFailed, x.err))
 			h.mu.Lock()
@@ -343,7 +343,7 @@ func (r *renewer) extend(stop context.Context, e *Engine) {
 				continue
 			}
 			h.mu.Unlock()
-			h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out: %w (%w)", h.fence, ErrNotHeld, x.err))
+			h.lost(h.obj.errorf("fence %d: extensions failed until the lease ran out: %w (%w)", h.fence, ErrNotHeld, x.err), LostError)
 		}
 	}
 	for i := range r.batch {

@@ -373,8 +373,8 @@ func TestRenew_SurvivesFailuresUntilTheLease(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 		for _, ev := range rec.of(EventLost) {
-			if !errors.Is(ev.Err, ErrNotHeld) || !strings.Contains(ev.Err.Error(), "extensions failed until the lease ran out") {
-				t.Errorf("EventLost %+v: want extensions failed until the lease ran out, wrapping ErrNotHeld", ev)
+			if !errors.Is(ev.Err, ErrNotHeld) || !strings.Contains(ev.Err.Error(), "extensions failed until the lease ran out") || ev.Reason != LostError {
+				t.Errorf("EventLost %+v: want extensions failed until the lease ran out, wrapping ErrNotHeld, for reason %q", ev, LostError)
 			}
 		}
 		if n := len(rec.of(EventLost)); n != len(all) {

@@ -459,7 +459,10 @@ func TestAcquire_CancelledWaiterLeavesNothing(t *testing.T) {
 
 // A bounded pool (MaxActive 4, Wait) with 16 goroutines contending on 8
 // names: the waiters must not take every connection and starve the
-// holders' Unlock and watchdogs.
+// holders' Unlock and watchdogs. The queue entries keep their default
+// lifetime (1 s): with 150 ms, a waiter handed a lock had 135 ms to
+// confirm it, and at load 4 here one waited longer for a connection and
+// lost it (as it should: then its Unlock returns ErrNotHeld).
 func TestAcquire_BoundedPoolNoDeadlock(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
@@ -467,7 +470,6 @@ func TestAcquire_BoundedPoolNoDeadlock(t *testing.T) {
 			Dial: func() (redis.Conn, error) { return redis.Dial("tcp", s.Addr) }}
 		t.Cleanup(func() { pool.Close() })
 		e := New(pool, WithNamespace(s.NS))
-		e.queueTTL = testQueueTTL
 		ctx := ctxT(t)
 		var done atomic.Int64
 		var wg sync.WaitGroup

@@ -169,6 +169,14 @@ func (e *Engine) usable() error {
 // until ctx ends, for the wake subscription and the background abandons.
 // An error names what did not finish. It is safe to call more than once.
 func (e *Engine) Close(ctx context.Context) error {
+	if e.hooked() {
+		return hookedErr(e, ctx, Operation{"", "", "Close"}, e.shutDown)
+	}
+	return e.shutDown(ctx)
+}
+
+// shutDown is Close.
+func (e *Engine) shutDown(ctx context.Context) error {
 	if e == nil || e.stop == nil {
 		return e.usable()
 	}

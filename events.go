@@ -24,10 +24,11 @@ const (
 	EventElected                              // a Campaign won (an election's EventAcquired): Fence the term
 	EventDeposed                              // a leader lost the leadership (an election's EventLost): Err why
 	EventLeaderChanged                        // an Observe call saw a new leader or value: Fence the term (0: none)
+	EventExpired                              // a holding nothing extended outlived its lease unreleased (a lease left to run out), seen by the engine's pruning or Close: its end, not a loss
 )
 
 var eventNames = [...]string{"", "acquired", "not acquired", "released", "lost", "extend failed", "background error", "limit differs", "queued",
-	"done", "campaign", "elected", "deposed", "leader changed"}
+	"done", "campaign", "elected", "deposed", "leader changed", "expired"}
 
 func (t EventType) String() string {
 	if t > 0 && int(t) < len(eventNames) {

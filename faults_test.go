@@ -710,7 +710,7 @@ func TestFaults_ClientClockOnlyPaces(t *testing.T) {
 		"ended":                 "how long a wait took, for its error",
 		"watch":                 "extension pacing and giving up once the lease must have run out",
 		"extend":                "when the extension was sent, for the watchdog",
-		"Close":                 "how long Close's releases may take",
+		"shutDown":              "how long Close's releases may take",
 		"leaseOver":             "whether a holding nothing extends has outlived its lease, to prune the engine's registry for Close",
 		"release":               "how long an Unlock or Release may take",
 		"lapse":                 "when a holding that nothing extends any more (its release under way, or failed) is lost: its span after the last extension",

@@ -107,20 +107,21 @@ type holding struct {
 	releasing sync.Mutex  // held by the release under way: the caller's or Close's
 	owning    sync.Mutex  // held by the SetOwner under way, so that owner is the last one stored
 
-	mu         sync.Mutex
-	lease      time.Duration                         // what extensions ask for
-	extended   time.Time                             // when the last extension the server applied (or the grant) was sent
-	confirmed  bool                                  // false: handed over, its lease runs to extended + queueTTL
-	retryAt    time.Time                             // when the renewer tries again after a failed extension; zero if none failed
-	spanEnd    *time.Timer                           // while the renewer keeps it: its loss at extended + span, whatever the renewer is waiting on
-	owner      string                                // the Owner stored with it
-	onLost     func()                                // a MultiLock's: called when it is lost
-	ended      error                                 // why it ended (released, lost, the engine closed); nil while held
-	byClose    bool                                  // Close released it (or found it gone)
-	unlocking  bool                                  // a release script is on its way: it, not a call that finds h gone, says how h ended
-	lostCh     chan struct{}                         // made when Lost is first called
-	lostClosed bool                                  // Lost is closed
-	contexts   map[*context.CancelCauseFunc]struct{} // of Context's contexts: cancelled when it ends
+	mu          sync.Mutex
+	lease       time.Duration                         // what extensions ask for
+	extended    time.Time                             // when the last extension the server applied (or the grant) was sent
+	confirmed   bool                                  // false: handed over, its lease runs to extended + queueTTL
+	retryAt     time.Time                             // when the renewer tries again after a failed extension; zero if none failed
+	spanEnd     *time.Timer                           // while the renewer keeps it: its loss at extended + span, whatever the renewer is waiting on
+	owner       string                                // the Owner stored with it
+	onLost      func()                                // a MultiLock's: called when it is lost
+	ended       error                                 // why it ended (released, lost, the engine closed); nil while held
+	byClose     bool                                  // Close released it (or found it gone)
+	unlocking   bool                                  // a release script is on its way: it, not a call that finds h gone, says how h ended
+	lostCh      chan struct{}                         // made when Lost is first called
+	lostClosed  bool                                  // Lost is closed
+	expiredTold bool                                  // EventExpired went out: no other end of h is told
+	contexts    map[*context.CancelCauseFunc]struct{} // of Context's contexts: cancelled when it ends
 }
 
 // leaseOver reports whether nothing extends h and its lease has run out by
@@ -137,9 +138,10 @@ func (h *holding) leaseOver() bool {
 // out by the client's clock (no watchdog extends them, and Close need not
 // release them).
 func (e *Engine) adopt(h *holding, watch bool) bool {
+	var pruned []*holding
 	e.mu.Lock()
-	defer e.mu.Unlock()
 	if e.closed {
+		e.mu.Unlock()
 		return false
 	}
 	if e.held == nil {
@@ -149,6 +151,7 @@ func (e *Engine) adopt(h *holding, watch bool) bool {
 		for old := range e.held {
 			if old.leaseOver() {
 				delete(e.held, old)
+				pruned = append(pruned, old)
 			}
 		}
 		e.pruneAt = max(1024, 2*len(e.held))
@@ -157,7 +160,27 @@ func (e *Engine) adopt(h *holding, watch bool) bool {
 	if watch {
 		h.startWatchdog()
 	}
+	e.mu.Unlock()
+	for _, old := range pruned {
+		old.expired()
+	}
 	return true
+}
+
+// expired tells the observer that h's lease ran out by the client's clock
+// with nothing extending it and no release (a lease left to run out:
+// EventExpired), unless h had ended already. h is not ended here: a late
+// Unlock still sends its release (the server's lease may outlast the
+// client's reckoning by a round trip), but the observer hears of no other
+// end of h (end reports false), so a count of holdings comes down once.
+func (h *holding) expired() {
+	h.mu.Lock()
+	tell := h.ended == nil && !h.expiredTold
+	h.expiredTold = true
+	h.mu.Unlock()
+	if tell {
+		h.e.observe(h.event(EventExpired, h.obj.errorf("fence %d: its lease ran out unreleased: %w", h.fence, ErrNotHeld)))
+	}
 }
 
 // disown forgets h, released or lost.
@@ -262,10 +285,12 @@ func (h *holding) lostHook() {
 }
 
 // end marks the holding over for cause: its contexts end with it, and the
-// engine forgets it. It reports whether it was the first to.
+// engine forgets it. It reports whether it was the first to, and the
+// observer is to hear of it (not after EventExpired).
 func (h *holding) end(cause error) bool {
 	h.mu.Lock()
 	first := h.ended == nil
+	told := h.expiredTold
 	if first {
 		h.ended = cause
 	}
@@ -281,7 +306,7 @@ func (h *holding) end(cause error) bool {
 	if first {
 		h.e.disown(h)
 	}
-	return first
+	return first && !told
 }
 
 // lost records that the background found the holding gone (cause wraps

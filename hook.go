@@ -130,10 +130,13 @@ func ended(op Operation, v any, err error, took time.Duration) Event {
 		ev.Type = EventNotAcquired
 		if v != nil && len(v.locks) > 0 {
 			h = &v.locks[0].holding // the first name's: LockAll's one fence to show
+			for _, l := range v.locks {
+				ev.Queued = ev.Queued || l != nil && l.queued // any name it waited for
+			}
 		}
 	}
 	if h != nil && err == nil {
-		ev.Type, ev.Token, ev.Fence, ev.Queued = EventAcquired, h.token, h.fence, h.queued
+		ev.Type, ev.Token, ev.Fence, ev.Queued = EventAcquired, h.token, h.fence, ev.Queued || h.queued
 	}
 	return ev
 }

@@ -138,6 +138,11 @@ func (h *holding) extend(ctx context.Context, ttl time.Duration) error {
 		return err
 	}
 	if !held {
+		h.mu.Lock()
+		if h.lease == ttl {
+			h.lease = before // the lease in force when it was found gone: it says expired or taken
+		}
+		h.mu.Unlock()
 		return h.notHeld()
 	}
 	// Extended (even if too few replicas acknowledged it: the server keeps

@@ -73,11 +73,7 @@ func (e *Engine) lockAll(ctx context.Context, names []string, o LockOptions, may
 	m := &MultiLock{e: e, locks: make([]*Lock, len(names)), lostCh: make(chan struct{})}
 	if len(names) == 1 {
 		var err error
-		if mayWait {
-			m.locks[0], err = e.Lock(ctx, names[0], o)
-		} else {
-			m.locks[0], err = e.TryLock(ctx, names[0], o)
-		}
+		m.locks[0], err = e.lock(ctx, lockOps, "", names[0], o, mayWait) // not Lock: a Hook sees LockAll alone
 		return m.ready(err)
 	}
 	// One wait in all, from here: the first try at all the names at once
@@ -300,7 +296,7 @@ func (m *MultiLock) oneByOne(ctx context.Context, names []string, o LockOptions,
 		if each.Wait < time.Millisecond {
 			return &Error{Object: ObjectLock, Name: names[i], Err: fmt.Errorf("LockAll's wait of %v ran out: %w", wait, ErrNotAcquired)}
 		}
-		l, err := e.Lock(ctx, names[i], each)
+		l, err := e.lock(ctx, lockOps, "", names[i], each, true) // not Lock: a Hook sees LockAll alone
 		if err != nil {
 			return err
 		}

@@ -60,7 +60,8 @@ func (h *holding) release(ctx context.Context) error {
 // closeRelease is Close's release of a holding the engine still holds,
 // its watchdog stopped: unless the caller's own release got there first,
 // it releases h by deadline and ends it with a cause wrapping ErrClosed.
-// A holding already gone on the server ends quietly.
+// A holding already gone on the server ends as expired (EventExpired) if
+// its lease had run out by the client's clock, else as lost.
 func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 	h.releasing.Lock()
 	defer h.releasing.Unlock()
@@ -88,9 +89,12 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 		return err
 	}
 	cause := h.obj.errorf("fence %d: released by Close: %w", h.fence, ErrClosed)
-	if !released { // gone on the server already: lost, told as Close saw it
+	if !released { // gone on the server already
 		h.closeLost()
-		if h.end(cause) {
+		if h.leaseOver() { // a lease left to run out
+			h.expired()
+			h.end(cause)
+		} else if h.end(cause) { // lost, told as Close saw it
 			h.e.observe(h.lossEvent(h.obj.errorf("fence %d: expired or taken before Close: %w", h.fence, ErrNotHeld), h.goneReason()))
 		}
 		h.lostHook()

@@ -14,6 +14,9 @@
 //   - atomicredis.hold.duration (histogram, s): how long each released
 //     holding was held.
 //   - atomicredis.holdings (up-down counter): holdings this process holds.
+//     A lease left to run out without Unlock counts until the engine sees
+//     it over (EventExpired: its registry's pruning, Close, or a call on
+//     it).
 //   - atomicredis.waiters (up-down counter): acquisitions of this process
 //     waiting in a queue.
 //   - atomicredis.lost (counter): holdings lost, with atomicredis.lost.reason
@@ -94,7 +97,7 @@ func WithAttributes(attrs ...attribute.KeyValue) Option {
 // WithNameAttribute adds atomicredis.name to metrics and spans, as f maps
 // each object's name (ok false: none for that name). Names can be
 // unbounded (a lock per cart): map them to a bounded set, as
-// "cart:42" to "cart".
+// "cart:42" to "cart". LockAll's name is its names joined by ",".
 func WithNameAttribute(f func(name string) (string, bool)) Option {
 	return func(c *config) { c.name = f }
 }
@@ -257,13 +260,14 @@ func (h *hook) End(ctx context.Context, op atomicredis.Operation, ev atomicredis
 			outcome = "error"
 		}
 	}
+	name := h.mapped(op.Name)
 	if span.IsRecording() {
 		var kv [8]attribute.KeyValue
 		attrs := kv[:0]
 		if op.Object != "" {
 			attrs = append(attrs, AttrObject.String(op.Object))
 		}
-		if name := h.mapped(op.Name); name != "" {
+		if name != "" {
 			attrs = append(attrs, AttrName.String(name))
 		}
 		attrs = append(attrs, AttrWait.Float64(ev.Wait.Seconds()))
@@ -279,12 +283,12 @@ func (h *hook) End(ctx context.Context, op atomicredis.Operation, ev atomicredis
 			attrs = append(attrs, AttrErrorType.String(errorType(ev.Err)))
 		}
 		span.SetAttributes(attrs...)
-		span.End()
 	}
+	span.End()
 	if outcome == "" {
 		return
 	}
-	s := series{object: op.Object, name: h.mapped(op.Name), outcome: outcome, queued: ev.Queued, withQueued: true}
+	s := series{object: op.Object, name: name, outcome: outcome, queued: ev.Queued, withQueued: true}
 	if outcome == "error" {
 		s.errType = errorType(ev.Err)
 	}
@@ -308,6 +312,8 @@ func (h *hook) Observe(ev atomicredis.Event) {
 		}
 	case atomicredis.EventQueued, atomicredis.EventCampaign:
 		h.waiters.Add(ctx, 1, h.of(s).add...)
+	case atomicredis.EventExpired: // a lease left to run out: its end, not a loss
+		h.holdings.Add(ctx, -1, h.of(s).add...)
 	case atomicredis.EventReleased:
 		m := h.of(s)
 		h.holdings.Add(ctx, -1, m.add...)

@@ -1,0 +1,251 @@
+package linear
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// history builds a history by hand: each call one tick after the last,
+// each returning one tick after it began unless open.
+type history struct {
+	ops  []porcupine.Operation
+	tick int64
+}
+
+// seq adds a call that returns before the next begins.
+func (h *history) seq(client int, in Input, out any) *history {
+	h.tick += 2
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: h.tick, Output: out, Return: h.tick + 1})
+	return h
+}
+
+// open adds a call that begins now and returns after everything.
+func (h *history) open(client int, in Input, out any) *history {
+	h.tick += 2
+	h.ops = append(h.ops, porcupine.Operation{ClientId: client, Input: in, Call: h.tick, Output: out, Return: 1 << 40})
+	return h
+}
+
+func verdict(t *testing.T, m porcupine.Model, h *history) porcupine.CheckResult {
+	t.Helper()
+	res, _ := Verdict(m, h.ops, 10*time.Second)
+	return res
+}
+
+// expect fails t unless the good history is Ok and the bad one Illegal.
+func expect(t *testing.T, m porcupine.Model, good, bad *history) {
+	t.Helper()
+	if res := verdict(t, m, good); res != porcupine.Ok {
+		t.Errorf("the good history: %s, want Ok", res)
+	}
+	if res := verdict(t, m, bad); res != porcupine.Illegal {
+		t.Errorf("the planted bug: %s, want Illegal", res)
+	}
+}
+
+func lk(op Op, tok string) LockIn { return LockIn{Op: op, Name: "x", Token: tok} }
+
+// A release that ignores the token frees another's lock: the next grant
+// then meets the first holder.
+func TestChecker_LockReleaseIgnoringTheToken(t *testing.T) {
+	build := func(stale Result) *history {
+		return new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+			seq(1, lk(Release, "B"), LockOut{Result: stale}).
+			seq(2, lk(Acquire, "C"), LockOut{Result: No}).
+			seq(0, lk(Release, "A"), LockOut{Result: Ok})
+	}
+	expect(t, Lock(), build(No), build(Ok))
+	// The lock freed behind its holder's back lets another in.
+	bad := new(history).
+		seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+		seq(2, lk(Acquire, "C"), LockOut{Result: Ok, Fence: 2})
+	if res := verdict(t, Lock(), bad); res != porcupine.Illegal {
+		t.Errorf("two holders: %s, want Illegal", res)
+	}
+}
+
+// Fences grow with every grant, and a read sees the holder.
+func TestChecker_LockFencesAndReads(t *testing.T) {
+	build := func(second int64, read bool) *history {
+		return new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 7}).
+			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
+			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: read}).
+			seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: second})
+	}
+	expect(t, Lock(), build(8, false), build(7, false))
+	if res := verdict(t, Lock(), build(8, true)); res != porcupine.Illegal {
+		t.Errorf("a read of a held lock with nobody holding: %s, want Illegal", res)
+	}
+}
+
+// An acquisition without an answer may have taken the lock: a refusal
+// after it is legal, until its abandon lands; a later grant's fence is
+// above the unseen one.
+func TestChecker_LockUnknownAcquisition(t *testing.T) {
+	good := new(history).
+		open(0, lk(Acquire, "g1"), LockOut{Result: Unknown}).
+		seq(1, lk(Acquire, "B"), LockOut{Result: No}).
+		seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}).
+		open(0, lk(Abandon, "g1"), LockOut{Result: Unknown}).
+		seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 2})
+	bad := new(history).
+		seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+		seq(0, lk(Release, "A"), LockOut{Result: Ok}).
+		seq(0, lk(Acquire, "g1"), LockOut{Result: Unknown}).
+		seq(1, lk(Acquire, "B"), LockOut{Result: No}). // so g1 took fence 2 at least
+		seq(0, lk(Abandon, "g1"), LockOut{Result: Ok}).
+		seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 2})
+	expect(t, Lock(), good, bad)
+}
+
+// A restart loses every holding; fences go on above.
+func TestChecker_LockRestart(t *testing.T) {
+	build := func(fence int64) *history {
+		return new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 3}).
+			seq(9, LockIn{Op: Restart}, LockOut{Result: Ok}).
+			seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: fence}).
+			seq(0, lk(Release, "A"), LockOut{Result: No})
+	}
+	expect(t, Lock(), build(1e6), build(1))
+}
+
+func TestChecker_RWWriterBesideReaders(t *testing.T) {
+	build := func(w Result) *history {
+		return new(history).
+			seq(0, lk(Share, "R1"), LockOut{Result: Ok, Fence: 1}).
+			seq(1, lk(Share, "R2"), LockOut{Result: Ok, Fence: 2}).
+			seq(2, lk(Acquire, "W"), LockOut{Result: w, Fence: 3}).
+			seq(0, lk(Release, "R1"), LockOut{Result: Ok}).
+			seq(1, lk(Release, "R2"), LockOut{Result: Ok}).
+			seq(3, lk(Share, "R3"), LockOut{Result: Ok, Fence: 4})
+	}
+	expect(t, RW(), build(No), build(Ok))
+}
+
+func sem(op Op, tok string, weight int) SemIn {
+	return SemIn{Op: op, Name: "s", Token: tok, Weight: weight}
+}
+
+// An admission past the limit; a raised limit admits it.
+func TestChecker_SemaphoreAdmissionPastTheLimit(t *testing.T) {
+	build := func(limit int) *history {
+		return new(history).
+			seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 3}, SemOut{Result: Ok}).
+			seq(0, sem(Acquire, "A", 2), SemOut{Result: Ok, Fence: 1}).
+			seq(9, SemIn{Op: SetLimit, Name: "s", Limit: limit}, SemOut{Result: Ok}).
+			seq(1, sem(Acquire, "B", 2), SemOut{Result: Ok, Fence: 2}).
+			seq(2, sem(Read, "", 0), SemOut{Result: Ok, Holders: 2}).
+			seq(1, sem(Release, "B", 0), SemOut{Result: Ok}).
+			seq(0, sem(Release, "A", 0), SemOut{Result: Ok}).
+			seq(2, sem(Acquire, "C", 1), SemOut{Result: Ok, Fence: 3})
+	}
+	expect(t, Semaphore(), build(4), build(3))
+	// Lowered under its holders, it takes none back and admits none.
+	lowered := new(history).
+		seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 3}, SemOut{Result: Ok}).
+		seq(0, sem(Acquire, "A", 2), SemOut{Result: Ok, Fence: 1}).
+		seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 1}, SemOut{Result: Ok}).
+		seq(1, sem(Acquire, "B", 1), SemOut{Result: Ok, Fence: 2})
+	if res := verdict(t, Semaphore(), lowered); res != porcupine.Illegal {
+		t.Errorf("an admission under a lowered limit: %s, want Illegal", res)
+	}
+}
+
+func multi(op Op, names uint8, tok string) MultiIn {
+	return MultiIn{Op: op, Group: "g", Names: names, Token: tok}
+}
+
+// A LockAll that keeps one name after failing: the name reads as held
+// with nobody holding it.
+func TestChecker_LockAllKeepsANameAfterFailing(t *testing.T) {
+	build := func(kept bool) *history {
+		return new(history).
+			seq(0, multi(Acquire, 0b001, "A"), MultiOut{Result: Ok, Fences: [GroupSize]int64{1}}).
+			seq(1, multi(Acquire, 0b011, "B"), MultiOut{Result: No}).
+			seq(0, multi(Release, 0b001, "A"), MultiOut{Result: Ok}).
+			seq(2, multi(Read, 0b010, ""), MultiOut{Result: Ok, Locked: kept}).
+			seq(2, multi(Acquire, 0b111, "C"), MultiOut{Result: Ok, Fences: [GroupSize]int64{2, 1, 1}})
+	}
+	expect(t, LockAll(), build(false), build(true))
+	// Nor may a multi-name grant skip a held name.
+	bad := new(history).
+		seq(0, multi(Acquire, 0b010, "A"), MultiOut{Result: Ok, Fences: [GroupSize]int64{0, 1}}).
+		seq(1, multi(Acquire, 0b011, "B"), MultiOut{Result: Ok, Fences: [GroupSize]int64{1, 2}})
+	if res := verdict(t, LockAll(), bad); res != porcupine.Illegal {
+		t.Errorf("a LockAll over a held name: %s, want Illegal", res)
+	}
+}
+
+func el(op Op, tok, value string) ElectionIn {
+	return ElectionIn{Op: op, Name: "e", Token: tok, Value: value}
+}
+
+// A second leader in one term, and a second leader while the first leads.
+func TestChecker_ElectionSecondLeaderInOneTerm(t *testing.T) {
+	build := func(term int64) *history {
+		return new(history).
+			seq(0, el(Acquire, "A", "a"), ElectionOut{Result: Ok, Term: 5}).
+			seq(2, el(Read, "", ""), ElectionOut{Result: Ok, Value: "a", Term: 5}).
+			seq(0, el(Release, "A", ""), ElectionOut{Result: Ok}).
+			seq(2, el(Read, "", ""), ElectionOut{Result: No}).
+			seq(1, el(Acquire, "B", "b"), ElectionOut{Result: Ok, Term: term})
+	}
+	expect(t, Election(), build(6), build(5))
+	bad := new(history).
+		seq(0, el(Acquire, "A", "a"), ElectionOut{Result: Ok, Term: 5}).
+		seq(1, el(Acquire, "B", "b"), ElectionOut{Result: Ok, Term: 6})
+	if res := verdict(t, Election(), bad); res != porcupine.Illegal {
+		t.Errorf("two leaders at once: %s, want Illegal", res)
+	}
+}
+
+// A failing check writes porcupine's visualization, and names the failing
+// partition.
+func TestChecker_FailureIsShown(t *testing.T) {
+	bad := new(history).
+		seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+		seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 2})
+	rec := &recording{TB: t}
+	Check(rec, "planted", Lock(), bad.ops, 10*time.Second)
+	if !rec.failed {
+		t.Fatal("Check passed an illegal history")
+	}
+	logs := strings.Join(rec.logs, "\n")
+	_, path, ok := strings.Cut(logs, "porcupine's visualization: ")
+	path, _, _ = strings.Cut(path, "\n")
+	if !ok {
+		t.Fatalf("no visualization path in:\n%s", logs)
+	}
+	defer os.Remove(path)
+	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
+		t.Errorf("visualization %s: %v", path, err)
+	}
+	if !strings.Contains(logs, "x acquire B -> ok fence 2") {
+		t.Errorf("the failing partition is not shown:\n%s", logs)
+	}
+}
+
+// recording is a testing.TB that keeps what a check says instead of
+// failing the test.
+type recording struct {
+	testing.TB
+	failed bool
+	logs   []string
+}
+
+func (r *recording) Helper() {}
+func (r *recording) Errorf(format string, args ...any) {
+	r.failed = true
+	r.Logf(format, args...)
+}
+func (r *recording) Logf(format string, args ...any) {
+	r.logs = append(r.logs, fmt.Sprintf(format, args...))
+}

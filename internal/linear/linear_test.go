@@ -249,3 +249,29 @@ func (r *recording) Errorf(format string, args ...any) {
 func (r *recording) Logf(format string, args ...any) {
 	r.logs = append(r.logs, fmt.Sprintf(format, args...))
 }
+
+// A waiting reader granted by an attempt whose reply was lost holds from
+// that grant on, and its next attempt takes the hold up with a new fence,
+// above those of readers granted meanwhile: a writer refused meanwhile is
+// refused by it. Recorded with the Unknown acquisition of its token, the
+// history is Ok; without it, Illegal.
+func TestChecker_RWGrantRefencedAfterALostReply(t *testing.T) {
+	at := func(client int, call, ret int64, in Input, out any) porcupine.Operation {
+		return porcupine.Operation{ClientId: client, Input: in, Call: call, Output: out, Return: ret}
+	}
+	ops := []porcupine.Operation{
+		at(0, 0, 1, lk(Acquire, "W1"), LockOut{Result: Ok, Fence: 1}),
+		at(0, 2, 3, lk(Release, "W1"), LockOut{Result: Ok}),
+		at(1, 4, 20, lk(Share, "R2"), LockOut{Result: Ok, Fence: 5}), // its first grant, fence 2, never arrived
+		at(2, 6, 7, lk(Acquire, "W3"), LockOut{Result: No}),
+		at(3, 8, 9, lk(Share, "R4"), LockOut{Result: Ok, Fence: 3}),
+		at(3, 10, 11, lk(Share, "R5"), LockOut{Result: Ok, Fence: 4}),
+	}
+	if res, _ := Verdict(RW(), ops, 10*time.Second); res != porcupine.Illegal {
+		t.Errorf("without the Unknown acquisition: %s, want Illegal", res)
+	}
+	ops = append(ops, at(1, 4, 20, lk(Share, "R2"), LockOut{Result: Unknown}))
+	if res, _ := Verdict(RW(), ops, 10*time.Second); res != porcupine.Ok {
+		t.Errorf("with it: %s, want Ok", res)
+	}
+}

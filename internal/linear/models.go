@@ -159,12 +159,26 @@ type rwState struct {
 // RW is the model of a read-write lock: one writer or many readers, fences
 // above every earlier grant's across both, a refusal only while someone
 // holds it (a reader may be refused by readers when a writer waits, and
-// the model does not see the queue), release by token.
+// the model does not see the queue), release by token. A waiting call
+// whose attempt was granted but whose reply was lost takes the hold up in
+// its next attempt with a new fence (rw_acquire.lua): record such a call
+// as an Unknown acquisition of its token too, and its grant then moves
+// the fence of a hold it had already.
 func RW() porcupine.Model {
 	return nondeterministic(rwState{}, rwStep, describeLock)
 }
 
 func rwStep(s rwState, in LockIn, out LockOut) []rwState {
+	mine := s.writer == in.Token || has(s.readers, in.Token)
+	if (in.Op == Acquire || in.Op == Share) && out.Result == Ok && mine {
+		// A grant whose reply was lost, taken up by the call's next
+		// attempt with a new fence (the first never arrived).
+		if out.Fence > s.fence {
+			s.fence = out.Fence
+			return []rwState{s}
+		}
+		return nil
+	}
 	switch in.Op {
 	case Acquire:
 		free := s.writer == "" && s.readers == ""

@@ -83,6 +83,11 @@ var notOnCluster = map[string]string{
 	"TestFaults_UnlockRetriesACutConnection":     proxied,
 	"TestElection_ObserveSeesALeaseRunOut":       proxied,
 	"TestGuarded_EvalUnderFaults":                proxied,
+	"TestLinear_Lock":                            proxied,
+	"TestLinear_RW":                              proxied,
+	"TestLinear_Semaphore":                       proxied,
+	"TestLinear_LockAll":                         proxied,
+	"TestLinear_Election":                        proxied,
 	"TestAcquire_BoundedPoolNoDeadlock":          ownPool,
 	"TestRW_DeadReader":                          ownPool,
 }

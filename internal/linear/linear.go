@@ -252,14 +252,29 @@ func nondeterministic[S comparable, I Input, O any](init S, step func(S, I, O) [
 	return nm.ToModel()
 }
 
-// Unknowns counts the calls in ops that got no answer to trust.
+// Unknowns counts the calls in ops that got no answer to trust: not an
+// Unknown acquisition recorded beside its own call's grant (a read-write
+// lock's, which an earlier attempt of the call may have made).
 func Unknowns(ops []porcupine.Operation) int {
+	type key struct {
+		client int
+		call   int64
+	}
+	granted := map[key]bool{}
+	for _, op := range ops {
+		if out, ok := op.Output.(LockOut); ok && out.Result == Ok {
+			granted[key{op.ClientId, op.Call}] = true
+		}
+	}
 	n := 0
 	for _, op := range ops {
 		var r Result
 		switch out := op.Output.(type) {
 		case LockOut:
 			r = out.Result
+			if granted[key{op.ClientId, op.Call}] {
+				continue
+			}
 		case SemOut:
 			r = out.Result
 		case MultiOut:

@@ -491,23 +491,101 @@ func multiCycle(c *linearClient) {
 }
 
 // TestLinear_Election: Campaign bounded by a short ctx, Leader, and resigns
-// by Unlock, by 3 clients on each of 3 engines. Each election's term
-// counter is made before the run, as an earlier election would have left
-// it: a new election's first term waits one lease, longer than the run.
+// by Unlock, by 3 clients on each of 3 engines, while two engines Observe
+// each election. Each election's term counter is made before the run, as
+// an earlier election would have left it: a new election's first term
+// waits one lease, longer than the run.
 func TestLinear_Election(t *testing.T) {
 	testserver.Parallel(t)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		r := newLinearRig(t, s, 3)
-		var counted sync.Map // name -> *sync.Once: its term counter made
-		r.run(3, linearTarget(), func(c *linearClient) { electionCycle(c, &counted) })
+		obs := &observers{seen: map[string][][]Leader{}}
+		var cancel context.CancelFunc
+		obs.ctx, cancel = context.WithCancel(context.Background())
+		var counted sync.Map // name -> *sync.Once: its term counter made, its observers started
+		r.run(3, linearTarget(), func(c *linearClient) { electionCycle(c, &counted, obs) })
+		cancel()
+		obs.wg.Wait()
 		r.check("election", linear.Election())
+		obs.check(t, r.rec.Operations())
 	})
 }
 
-func electionCycle(c *linearClient, counted *sync.Map) {
+// observers are what each Observe of the run delivered, by election.
+type observers struct {
+	ctx  context.Context
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	seen map[string][][]Leader
+}
+
+// observe starts an observer of name on e.
+func (o *observers) observe(e *Engine, name string) {
+	ch := e.Election(name, LockOptions{}).Observe(o.ctx)
+	o.wg.Add(1)
+	go func() {
+		defer o.wg.Done()
+		var got []Leader
+		for l := range ch {
+			got = append(got, l)
+		}
+		o.mu.Lock()
+		o.seen[name] = append(o.seen[name], got)
+		o.mu.Unlock()
+	}()
+}
+
+// check holds each observer's sequence against the history: every leader
+// delivered is one a campaign won, with that campaign's term (any term for
+// a campaign that got no answer, whose term nobody saw), and an observer
+// never delivers an older term after a newer one.
+func (o *observers) check(t *testing.T, ops []porcupine.Operation) {
+	t.Helper()
+	terms := map[string]int64{} // value -> term; -1: unseen
+	for _, op := range ops {
+		in, out := op.Input.(linear.ElectionIn), op.Output.(linear.ElectionOut)
+		switch {
+		case in.Op == linear.Acquire && out.Result == linear.Ok:
+			terms[in.Value] = out.Term
+		case in.Op == linear.Acquire:
+			terms[in.Value] = -1
+		}
+	}
+	observers, delivered, bad := 0, 0, 0
+	for name, seqs := range o.seen {
+		observers += len(seqs)
+		for _, seq := range seqs {
+			last := int64(0)
+			for _, l := range seq {
+				delivered++
+				if l == (Leader{}) {
+					continue
+				}
+				term, ok := terms[l.Value]
+				if !ok || term != -1 && term != l.Term || l.Term < last {
+					bad++
+					if bad <= 5 {
+						t.Errorf("election %s: an observer delivered %q in term %d after term %d; the campaign of %q won term %d (-1: unseen; 0: none)", name, l.Value, l.Term, last, l.Value, term)
+					}
+				}
+				last = max(last, l.Term)
+			}
+		}
+	}
+	t.Logf("%d observers delivered %d states, %d of them wrong", observers, delivered, bad)
+	if delivered == 0 {
+		t.Error("no observer delivered anything: the check proves nothing")
+	}
+}
+
+func electionCycle(c *linearClient, counted *sync.Map, obs *observers) {
 	name := c.name("e")
 	once, _ := counted.LoadOrStore(name, &sync.Once{})
-	once.(*sync.Once).Do(func() { c.r.s.Must(c.r.t, "SET", c.r.s.NS+"election:{"+name+"}:fence", 1) })
+	once.(*sync.Once).Do(func() {
+		c.r.s.Must(c.r.t, "SET", c.r.s.NS+"election:{"+name+"}:fence", 1)
+		obs.observe(c.e, name)
+		obs.observe(c.r.es[(c.id+1)%len(c.r.es)], name)
+	})
 	el := c.e.Election(name, LockOptions{TTL: linearLease})
 	read := func() {
 		call := c.r.rec.Begin(c.id)

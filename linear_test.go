@@ -56,10 +56,15 @@ type linearRig struct {
 	t      *testing.T
 	s      *testserver.Server
 	rec    *linear.Recorder
+	t0     time.Time // about when rec began
 	proxy  *faultProxy
 	es     []*Engine
 	cycles atomic.Int64
 	ids    atomic.Int64
+
+	joined sync.Map // token -> when its caller was first told it was queued
+	mu     sync.Mutex
+	grants []linear.Grant // for FIFO
 }
 
 // newLinearRig makes engines engines in s's namespace, each with a pool of
@@ -67,10 +72,14 @@ type linearRig struct {
 // 20 ms.
 func newLinearRig(t *testing.T, s *testserver.Server, engines int) *linearRig {
 	s.Realtime(t)
-	r := &linearRig{t: t, s: s, rec: linear.NewRecorder()}
+	r := &linearRig{t: t, s: s, rec: linear.NewRecorder(), t0: time.Now()}
 	r.proxy = startProxy(t, s.Addr, faults{delayP: 0.2, maxDelay: 20 * time.Millisecond})
 	for i := 0; i < engines; i++ {
-		e := New(newPool(t, r.proxy.addr()), WithNamespace(s.NS))
+		e := New(newPool(t, r.proxy.addr()), WithNamespace(s.NS), WithObserver(func(ev Event) {
+			if ev.Type == EventQueued {
+				r.joined.LoadOrStore(ev.Token, time.Now())
+			}
+		}))
 		e.queueTTL = linearLease
 		t.Cleanup(func() { e.Close(context.Background()) })
 		r.es = append(r.es, e)
@@ -214,13 +223,47 @@ func TestLinear_Lock(t *testing.T) {
 		r := newLinearRig(t, s, 3)
 		r.run(3, linearTarget(), lockCycle)
 		r.check("lock", linear.Lock())
+		r.checkFIFO(linear.Lock())
 	})
+}
+
+// checkFIFO holds the run's grants against the order their callers were
+// told they were queued in (linear.FIFO); m describes the history.
+func (r *linearRig) checkFIFO(m porcupine.Model) {
+	queued := 0
+	for i, g := range r.grants {
+		if at, ok := r.joined.Load(g.Token); ok {
+			r.grants[i].Joined = at.(time.Time)
+			queued++
+		}
+	}
+	bad := linear.FIFO(r.grants)
+	r.t.Logf("%s: FIFO: %d grants, %d of them after a wait in the queue, %d out of order", r.s.Name, len(r.grants), queued, len(bad))
+	for i, b := range bad {
+		if i == 5 {
+			break
+		}
+		r.t.Errorf("out of queue order: %s", b)
+		if i == 0 { // the name's grants and history, to see how
+			name, _, _ := strings.Cut(b, ":")
+			for _, g := range r.grants {
+				if g.Name == name {
+					r.t.Logf("  grant %s fence %d began %d µs, told queued %d µs", g.Token, g.Fence, g.Began.Sub(r.t0).Microseconds(), g.Joined.Sub(r.t0).Microseconds())
+				}
+			}
+			r.t.Logf("its history:\n%s", linear.Describe(m, linear.Named(r.rec.Operations(), name)))
+		}
+	}
+	if queued == 0 && len(r.grants) >= 1000 {
+		r.t.Errorf("no grant of %d was queued first: FIFO was not tried", len(r.grants))
+	}
 }
 
 func lockCycle(c *linearClient) {
 	ctx, name := context.Background(), c.name("l")
 	o := LockOptions{TTL: linearLease, Wait: linearWait}
 	try := rand.IntN(2) == 0
+	began := time.Now()
 	call := c.r.rec.Begin(c.id)
 	var l *Lock
 	var err error
@@ -232,6 +275,9 @@ func lockCycle(c *linearClient) {
 	switch classify(err, try) {
 	case granted:
 		call.End(linear.LockIn{Op: linear.Acquire, Name: name, Token: l.Token()}, linear.LockOut{Result: linear.Ok, Fence: l.Fence()})
+		c.r.mu.Lock()
+		c.r.grants = append(c.r.grants, linear.Grant{Name: name, Token: l.Token(), Fence: l.Fence(), Began: began})
+		c.r.mu.Unlock()
 	case refused:
 		call.End(linear.LockIn{Op: linear.Acquire, Name: name}, linear.LockOut{Result: linear.No})
 	case failed, failedLate:
@@ -327,6 +373,7 @@ func TestLinear_Semaphore(t *testing.T) {
 		var limited sync.Map // name -> *sync.Once: its first limit set
 		r.run(3, linearTarget(), func(c *linearClient) { semCycle(c, &limited) })
 		r.check("semaphore", linear.Semaphore())
+		r.checkFIFO(linear.Semaphore())
 	})
 }
 
@@ -355,6 +402,7 @@ func semCycle(c *linearClient, limited *sync.Map) {
 	}
 	weight, try := 1+rand.IntN(2), rand.IntN(2) == 0
 	o := SemaphoreOptions{TTL: linearLease, Wait: linearWait, Weight: weight}
+	began := time.Now()
 	call := c.r.rec.Begin(c.id)
 	var p *Permit
 	var err error
@@ -366,6 +414,9 @@ func semCycle(c *linearClient, limited *sync.Map) {
 	switch classify(err, try) {
 	case granted:
 		call.End(linear.SemIn{Op: linear.Acquire, Name: name, Token: p.Token(), Weight: weight}, linear.SemOut{Result: linear.Ok, Fence: p.Fence()})
+		c.r.mu.Lock()
+		c.r.grants = append(c.r.grants, linear.Grant{Name: name, Token: p.Token(), Fence: p.Fence(), Began: began})
+		c.r.mu.Unlock()
 	case refused:
 		call.End(linear.SemIn{Op: linear.Acquire, Name: name, Weight: weight}, linear.SemOut{Result: linear.No})
 	default:

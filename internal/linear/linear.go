@@ -288,3 +288,15 @@ func Unknowns(ops []porcupine.Operation) int {
 	}
 	return n
 }
+
+// Named is the operations of ops in partition name (a name, or a LockAll
+// group), restarts included.
+func Named(ops []porcupine.Operation, name string) []porcupine.Operation {
+	var out []porcupine.Operation
+	for _, op := range ops {
+		if p := op.Input.(Input).part(); p == name || p == "" {
+			out = append(out, op)
+		}
+	}
+	return out
+}

@@ -275,3 +275,32 @@ func TestChecker_RWGrantRefencedAfterALostReply(t *testing.T) {
 		t.Errorf("with it: %s, want Ok", res)
 	}
 }
+
+// A handoff that skips the head of the queue, and a call that jumps it,
+// break FIFO; grants in the order the waiters were queued, and a call that
+// began before the waiter was queued, do not.
+func TestChecker_FIFOHandoffPastTheHead(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	good := []Grant{
+		{Name: "x", Token: "H", Fence: 1, Began: at(0)},
+		{Name: "x", Token: "A", Fence: 2, Began: at(1), Joined: at(2)},
+		{Name: "x", Token: "B", Fence: 3, Began: at(3), Joined: at(4)},
+		{Name: "y", Token: "C", Fence: 1, Began: at(1)}, // began before A2 was queued: may have come first
+		{Name: "y", Token: "A2", Fence: 2, Began: at(0), Joined: at(2)},
+	}
+	if got := FIFO(good); len(got) != 0 {
+		t.Errorf("grants in order: %q", got)
+	}
+	skipped := append(good[:0:0], good[:3]...)
+	skipped[1].Fence, skipped[2].Fence = 3, 2 // B handed it before A, queued ahead
+	if got := FIFO(skipped); len(got) != 1 || !strings.Contains(got[0], "B began 1ms after A") {
+		t.Errorf("a handoff past the head: %q", got)
+	}
+	jumped := append(good[:0:0], good[:2]...)
+	jumped = append(jumped, Grant{Name: "x", Token: "T", Fence: 2, Began: at(5)}) // a TryLock after A queued
+	jumped[1].Fence = 3
+	if got := FIFO(jumped); len(got) != 1 || !strings.Contains(got[0], "T began 3ms after A") {
+		t.Errorf("a call that jumped the queue: %q", got)
+	}
+}

@@ -38,6 +38,11 @@ const (
 	// 15 cycles, 40 to 60 operations.
 	linearWindow = 4
 	linearCycles = 60
+	// rwWindow is linearCycles for a read-write lock, whose waiting grants
+	// carry an Unknown acquisition each (RW's doc): half the operations a
+	// name, so that the checker decides within 2 s (up to 15 s with 60 under
+	// -race here).
+	rwWindow = 30
 	// linearCheck is the checker's timeout: an Unknown verdict fails.
 	linearCheck = 2 * time.Minute
 )
@@ -60,6 +65,7 @@ type linearRig struct {
 	proxy  *faultProxy
 	es     []*Engine
 	cycles atomic.Int64
+	window int64 // cycles a window lasts, if not linearCycles
 	ids    atomic.Int64
 
 	joined sync.Map // token -> when its caller was first told it was queued
@@ -135,7 +141,11 @@ func (r *linearRig) run(clients, target int, cycle func(c *linearClient)) {
 // name is a name of the current window, prefixed: each cycle moves the
 // windows on by one cycle.
 func (c *linearClient) name(prefix string) string {
-	w := c.r.cycles.Add(1) / linearCycles
+	cycles := int64(linearCycles)
+	if c.r.window != 0 {
+		cycles = c.r.window
+	}
+	w := c.r.cycles.Add(1) / cycles
 	return prefix + strconv.FormatInt(w*linearWindow+rand.Int64N(linearWindow), 10)
 }
 
@@ -313,6 +323,7 @@ func TestLinear_RW(t *testing.T) {
 	testserver.Parallel(t)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		r := newLinearRig(t, s, 3)
+		r.window = rwWindow
 		r.run(3, linearTarget(), rwCycle)
 		r.check("rw", linear.RW())
 	})
@@ -691,6 +702,9 @@ func TestLinear_Restart(t *testing.T) {
 			srv := testserver.PrivateRedis(t)
 			s := testserver.On(t, "redis-server restarted", srv.Addr())
 			r := newLinearRig(t, s, 3)
+			if w.name == "rw" {
+				r.window = rwWindow
+			}
 			const clients = 3
 			target := linearTarget()
 			done := make(chan struct{})

@@ -8,8 +8,8 @@ replace github.com/atomicredis/atomicredis/goredis => ../goredis
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/atomicredis/atomicredis v0.0.0-20261202044750-7a28d578513f
-	github.com/atomicredis/atomicredis/goredis v0.0.0-20261202044750-7a28d578513f
+	github.com/atomicredis/atomicredis v0.0.0-20261202054209-7766ee48ebb3
+	github.com/atomicredis/atomicredis/goredis v0.0.0-20261202054209-7766ee48ebb3
 	github.com/gomodule/redigo v1.9.3
 	github.com/prometheus/client_golang v1.23.2
 	github.com/redis/go-redis/extra/redisotel/v9 v9.9.0

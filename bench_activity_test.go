@@ -820,9 +820,20 @@ func activityShapes(n int) map[string]func(r *rand.Rand) map[string][]int64 {
 // too with BENCH_SEED_SCALE=1), marked by an engine with the default
 // options (a period's ids in one MarkActiveMany call), on the bench
 // server: the longest mark script (and the 99th and 50th percentiles) and
-// the longest count script in SLOWLOG, the mark scripts, the bytes an id (growth of total.allocated,
-// the engine's pool closed), and each period's count checked against its
-// ids.
+// the longest count script in SLOWLOG, the mark scripts, the bytes an id
+// (growth of total.allocated, the engine's pool closed), and each
+// period's count checked against its ids.
+//
+// A script's time is SLOWLOG's, by the wall clock: this machine stops a
+// process now and then for some 50 ms (a spinning thread at a realtime
+// priority on an idle machine saw 7 such gaps in 20 s), and a script
+// that meets one is charged for it. So a shape with a script over 5 ms
+// is marked and counted a second time, on fresh keys with a new engine
+// (the same scripts with the same arguments, the same work), and each
+// script's time is the lesser of its two: a stall seldom meets the same
+// script twice, a slow script is slow both times. "over-5ms-once" counts
+// the scripts over 5 ms in the first pass, "retimed" says whether a
+// second pass ran.
 func BenchmarkActivityShapes(b *testing.B) {
 	x := newExperiment(b)
 	x.Rounds = 1
@@ -839,29 +850,6 @@ func BenchmarkActivityShapes(b *testing.B) {
 	b.Cleanup(func() {
 		admin.Do("CONFIG", "SET", "slowlog-log-slower-than", cfg["slowlog-log-slower-than"], "slowlog-max-len", cfg["slowlog-max-len"])
 	})
-	// slowest reads SLOWLOG: the scripts' times, in ms, sorted, then resets it.
-	slowest := func() (ms []float64, err error) {
-		entries, err := redis.Values(admin.Do("SLOWLOG", "GET", -1))
-		if err != nil {
-			return nil, err
-		}
-		for _, entry := range entries {
-			f, _ := redis.Values(entry, nil)
-			if args, _ := redis.Strings(f[3], nil); len(args) > 0 && strings.EqualFold(args[0], "evalsha") {
-				us, _ := redis.Int64(f[2], nil)
-				ms = append(ms, float64(us)/1000)
-			}
-		}
-		slices.Sort(ms)
-		_, err = admin.Do("SLOWLOG", "RESET")
-		return ms, err
-	}
-	at := func(ms []float64, q float64) float64 {
-		if len(ms) == 0 {
-			return 0
-		}
-		return ms[min(len(ms)-1, int(q*float64(len(ms))))]
-	}
 	sizes := []int{1e5}
 	if os.Getenv("BENCH_SEED_SCALE") == "1" {
 		sizes = append(sizes, 1e6)
@@ -871,65 +859,166 @@ func BenchmarkActivityShapes(b *testing.B) {
 		for _, name := range shapeNames(shapes) {
 			periods := shapes[name](rand.New(rand.NewPCG(uint64(n), 44)))
 			x.Add(name+"-"+sizeName(n), func(rd *bench.Round) error {
-				defer dropKeys(admin, x.env.ns)
-				if _, err := admin.Do("CONFIG", "SET", "slowlog-log-slower-than", 0, "slowlog-max-len", 1<<20); err != nil {
-					return err
-				}
-				if _, err := slowest(); err != nil {
-					return err
-				}
-				before, err := allocated(admin)
+				first, err := runShapePass(admin, x.env.ns, name, periods)
 				if err != nil {
 					return err
 				}
-				pool := bench.Limit(&redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16})
-				defer pool.Close()
-				e := New(pool, WithNamespace(x.env.ns))
-				defer e.Close(context.Background())
-				ctx := context.Background()
-				want := map[string]int64{}
-				for p, ids := range periods {
-					if err := e.MarkActiveMany(ctx, name, p, ids...); err != nil {
+				marks, counts, retimed := first.marks, first.counts, 0.0
+				if slowest(marks) > 5 || slowest(counts) > 5 {
+					second, err := runShapePass(admin, x.env.ns, name, periods)
+					if err != nil {
 						return err
 					}
-					distinct := map[int64]bool{}
-					for _, id := range ids {
-						distinct[id] = true
+					marks, counts, retimed = lesser(marks, second.marks), lesser(counts, second.counts), 1
+					for k, ms := range marks {
+						if ms > 5 {
+							b.Logf("%s: a mark script of %.1f ms in both passes: %q", name, ms, strings.Split(k, "\x00")[:min(12, strings.Count(k, "\x00")+1)])
+						}
 					}
-					want[p] = int64(len(distinct))
 				}
-				marks, err := slowest()
-				if err != nil {
-					return err
-				}
-				ids := int64(0)
-				for p, n := range want {
-					if got, err := e.CountActive(ctx, name, p); err != nil || got != n {
-						return fmt.Errorf("CountActive(%s) = %d, %v; want %d", p, got, err, n)
-					}
-					ids += n
-				}
-				counts, err := slowest()
-				if err != nil {
-					return err
-				}
-				e.Close(ctx)
-				pool.Close()
-				time.Sleep(200 * time.Millisecond) // the server frees closed clients' buffers
-				after, err := allocated(admin)
-				if err != nil {
-					return err
-				}
-				rd.Add("max-mark-ms", at(marks, 1))
-				rd.Add("p99-mark-ms", at(marks, 0.99))
-				rd.Add("p50-mark-ms", at(marks, 0.5))
-				rd.Add("max-count-ms", at(counts, 1))
-				rd.Add("scripts", float64(len(marks)))
-				rd.Add("B/id", float64(after-before)/float64(ids))
+				ms := sortedTimes(marks)
+				rd.Add("max-mark-ms", at(ms, 1))
+				rd.Add("p99-mark-ms", at(ms, 0.99))
+				rd.Add("p50-mark-ms", at(ms, 0.5))
+				rd.Add("max-count-ms", slowest(counts))
+				rd.Add("scripts", float64(len(ms)))
+				rd.Add("over-5ms-once", float64(overMs(first.marks, 5)+overMs(first.counts, 5)))
+				rd.Add("retimed", retimed)
+				rd.Add("B/id", first.bytesPerID)
 				rd.Did(1)
 				return nil
 			})
 		}
 	}
 	x.Run()
+}
+
+// A shapePass is what one pass of BenchmarkActivityShapes saw: each
+// script's time in ms, by its arguments as SLOWLOG keeps them, for the
+// marks and the counts, and the bytes an id.
+type shapePass struct {
+	marks, counts map[string]float64
+	bytesPerID    float64
+}
+
+// runShapePass marks periods' ids in one MarkActiveMany each, with a new
+// engine and pool, counts each period against its ids, and reads
+// SLOWLOG after each; its keys are dropped before it returns.
+func runShapePass(admin redis.Conn, ns, group string, periods map[string][]int64) (p shapePass, err error) {
+	defer dropKeys(admin, ns)
+	if _, err := admin.Do("CONFIG", "SET", "slowlog-log-slower-than", 0, "slowlog-max-len", 1<<20); err != nil {
+		return p, err
+	}
+	if _, err := scriptTimes(admin); err != nil {
+		return p, err
+	}
+	before, err := allocated(admin)
+	if err != nil {
+		return p, err
+	}
+	pool := bench.Limit(&redis.Pool{Dial: func() (redis.Conn, error) { return redis.Dial("tcp", benchAddr) }, MaxIdle: 16})
+	defer pool.Close()
+	e := New(pool, WithNamespace(ns))
+	defer e.Close(context.Background())
+	ctx := context.Background()
+	want := map[string]int64{}
+	for period, ids := range periods {
+		if err := e.MarkActiveMany(ctx, group, period, ids...); err != nil {
+			return p, err
+		}
+		distinct := map[int64]bool{}
+		for _, id := range ids {
+			distinct[id] = true
+		}
+		want[period] = int64(len(distinct))
+	}
+	if p.marks, err = scriptTimes(admin); err != nil {
+		return p, err
+	}
+	ids := int64(0)
+	for period, n := range want {
+		if got, err := e.CountActive(ctx, group, period); err != nil || got != n {
+			return p, fmt.Errorf("CountActive(%s) = %d, %v; want %d", period, got, err, n)
+		}
+		ids += n
+	}
+	if p.counts, err = scriptTimes(admin); err != nil {
+		return p, err
+	}
+	e.Close(ctx)
+	pool.Close()
+	time.Sleep(200 * time.Millisecond) // the server frees closed clients' buffers
+	after, err := allocated(admin)
+	if err != nil {
+		return p, err
+	}
+	p.bytesPerID = float64(after-before) / float64(ids)
+	return p, nil
+}
+
+// scriptTimes reads SLOWLOG's scripts (EVALSHA), in ms by their
+// arguments as SLOWLOG keeps them (the first 32, each cut at 128 bytes:
+// the script, its keys and its first ids), then resets it. A script run
+// twice with the same arguments in one pass keeps its longer time.
+func scriptTimes(admin redis.Conn) (map[string]float64, error) {
+	entries, err := redis.Values(admin.Do("SLOWLOG", "GET", -1))
+	if err != nil {
+		return nil, err
+	}
+	times := map[string]float64{}
+	for _, entry := range entries {
+		f, _ := redis.Values(entry, nil)
+		if args, _ := redis.Strings(f[3], nil); len(args) > 0 && strings.EqualFold(args[0], "evalsha") {
+			us, _ := redis.Int64(f[2], nil)
+			k := strings.Join(args, "\x00")
+			times[k] = max(times[k], float64(us)/1000)
+		}
+	}
+	_, err = admin.Do("SLOWLOG", "RESET")
+	return times, err
+}
+
+// lesser is each script's lesser time of two passes; a script the second
+// pass did not run keeps the first's.
+func lesser(a, b map[string]float64) map[string]float64 {
+	out := make(map[string]float64, len(a))
+	for k, ms := range a {
+		if ms2, ok := b[k]; ok {
+			ms = min(ms, ms2)
+		}
+		out[k] = ms
+	}
+	return out
+}
+
+// sortedTimes is the times, sorted.
+func sortedTimes(times map[string]float64) []float64 {
+	ms := make([]float64, 0, len(times))
+	for _, t := range times {
+		ms = append(ms, t)
+	}
+	slices.Sort(ms)
+	return ms
+}
+
+// slowest is the longest of the times, 0 if none.
+func slowest(times map[string]float64) float64 { return at(sortedTimes(times), 1) }
+
+// overMs counts the times over ms.
+func overMs(times map[string]float64, ms float64) int {
+	n := 0
+	for _, t := range times {
+		if t > ms {
+			n++
+		}
+	}
+	return n
+}
+
+// at is the q-quantile of sorted ms, 0 if there are none.
+func at(ms []float64, q float64) float64 {
+	if len(ms) == 0 {
+		return 0
+	}
+	return ms[min(len(ms)-1, int(q*float64(len(ms))))]
 }

@@ -1102,16 +1102,12 @@ func TestActivity_ShapesBounded(t *testing.T) {
 		for p, ids := range periods {
 			markAndCount(t, e, name, p, ids)
 		}
-		entries, err := redis.Values(s.Do("SLOWLOG", "GET", -1))
+		slow, err := slowlog(s.Do)
 		if err != nil {
 			t.Fatal(err)
 		}
-		slow := map[string]int64{}
-		for _, entry := range entries {
-			f, _ := redis.Values(entry, nil)
-			us, _ := redis.Int64(f[2], nil)
-			args, _ := redis.Strings(f[3], nil)
-			slow[strings.Join(args, "\x00")] = us
+		for k, us := range slow {
+			args := strings.Split(k, "\x00")
 			t.Logf("%s: a command of %v in SLOWLOG (over 25 ms; load %s): %q", name, time.Duration(us)*time.Microsecond, loadAverage(), args[:min(len(args), 10)])
 		}
 		return slow

@@ -956,25 +956,16 @@ func runShapePass(admin redis.Conn, ns, group string, periods map[string][]int64
 	return p, nil
 }
 
-// scriptTimes reads SLOWLOG's scripts (EVALSHA), in ms by their
-// arguments as SLOWLOG keeps them (the first 32, each cut at 128 bytes:
-// the script, its keys and its first ids), then resets it. A script run
-// twice with the same arguments in one pass keeps its longer time.
+// scriptTimes is the scripts (EVALSHA) slowlog read, in ms by their
+// arguments, and resets SLOWLOG.
 func scriptTimes(admin redis.Conn) (map[string]float64, error) {
-	entries, err := redis.Values(admin.Do("SLOWLOG", "GET", -1))
-	if err != nil {
-		return nil, err
-	}
+	cmds, err := slowlog(admin.Do)
 	times := map[string]float64{}
-	for _, entry := range entries {
-		f, _ := redis.Values(entry, nil)
-		if args, _ := redis.Strings(f[3], nil); len(args) > 0 && strings.EqualFold(args[0], "evalsha") {
-			us, _ := redis.Int64(f[2], nil)
-			k := strings.Join(args, "\x00")
-			times[k] = max(times[k], float64(us)/1000)
+	for k, us := range cmds {
+		if len(k) > 8 && strings.EqualFold(k[:8], "evalsha\x00") {
+			times[k] = float64(us) / 1000
 		}
 	}
-	_, err = admin.Do("SLOWLOG", "RESET")
 	return times, err
 }
 

@@ -847,3 +847,24 @@ func (s *script) Hash() string {
 
 // testScript is a script of the tests' own, loaded on first use.
 func testScript(keyCount int, src string) *script { return newScript("test", keyCount, src) }
+
+// slowlog reads SLOWLOG through do: each command's time in µs by its
+// arguments as SLOWLOG keeps them (the first 32, each cut at 128 bytes),
+// joined by NUL; a command seen twice keeps its longer time. It resets
+// SLOWLOG after.
+func slowlog(do func(string, ...any) (any, error)) (map[string]int64, error) {
+	entries, err := redis.Values(do("SLOWLOG", "GET", -1))
+	if err != nil {
+		return nil, err
+	}
+	cmds := map[string]int64{}
+	for _, entry := range entries {
+		f, _ := redis.Values(entry, nil)
+		us, _ := redis.Int64(f[2], nil)
+		args, _ := redis.Strings(f[3], nil)
+		k := strings.Join(args, "\x00")
+		cmds[k] = max(cmds[k], us)
+	}
+	_, err = do("SLOWLOG", "RESET")
+	return cmds, err
+}

@@ -95,7 +95,7 @@ func (e *Engine) settle(h *holding, r request, g grant, err error) (Event, error
 	a, obj := &h.acq, h.acq.obj
 	if err == nil {
 		h.e, h.obj, h.ops, h.token, h.tokenArg = e, obj, r.ops, a.token, a.tokenArg
-		h.fence, h.queued, h.owner = g.fence, g.queued, r.owner
+		h.fence, h.queued, h.owner, h.late = g.fence, g.queued, r.owner, g.late
 		h.since, h.watchdog, h.lease, h.extended, h.confirmed = time.Now(), r.watchdog, a.lease, g.sent, !g.handed
 		if !e.adopt(h, r.watchdog || g.handed) { // granted as Close ran: pass it on
 			e.abandon(a)
@@ -246,6 +246,10 @@ type grant struct {
 	handed bool
 	sent   time.Time // when the granting call, or the last extension, was sent
 	took   time.Duration
+	// late: an attempt was sent and got no answer, so it may still land
+	// after the holding ends (queueing the token, or taking the object
+	// again): the release then voids the token as an abandon does.
+	late bool
 }
 
 // waiting is the state of one acquisition's attempts.
@@ -314,6 +318,7 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 			at, err = decodeAttempt(out.reply)
 		}
 		w.mayHold = w.mayHold || out.reached && unknownOutcome(err)
+		w.g.late = w.g.late || out.reached && unknownOutcome(err)
 		if err == nil && a.limit != 0 && at.limit != 0 && at.limit != a.limit {
 			e.limitDiffers(a.obj, at.limit, a.limit)
 		}

@@ -71,6 +71,7 @@ func clusterServer(t *testing.T) *testserver.Server {
 // TestFailover_Stall.
 var notOnCluster = map[string]string{
 	"TestFaults_MutualExclusion":                 proxied,
+	"TestRelease_VoidsALateAttempt":              proxied,
 	"TestFaults_Admission":                       proxied,
 	"TestSemaphore_WeightedAdmissionUnderFaults": proxied,
 	"TestRW_UnderFaults":                         proxied,

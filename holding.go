@@ -98,6 +98,7 @@ type holding struct {
 	tokenArg any // token, as the scripts take it
 	fence    int64
 	queued   bool
+	late     bool      // an attempt of its acquisition may still land: its release voids the token (grant.late)
 	since    time.Time // when it was granted, for EventReleased
 	watchdog bool
 

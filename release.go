@@ -127,9 +127,18 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 		h.unlocking = false
 		h.mu.Unlock()
 	}()
+	script := h.ops.release
 	args := append(append(h.acq.args[:0], h.keys...), h.tokenArg, h.e.retentionArg, h.e.wakeArg) // the acquisition's room, done with
 	if h.ops.wakesOwn {
 		args = append(args, h.e.idArg)
+	}
+	if h.late && h.ops.abandon != nil {
+		// An attempt of its acquisition got no answer and may land yet:
+		// had it been a plain release, the late attempt would queue the
+		// token (to be handed the object, with nobody to use it, until its
+		// entry lapsed) or take the object again. The abandon script frees
+		// it as the release does and voids the token for a call timeout.
+		script, args = h.ops.abandon, h.e.abandonArgs(&h.acq)
 	}
 	var (
 		unanswered error // an earlier attempt's, sent and not answered: it may have released
@@ -138,7 +147,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 		within     = time.Until(deadline) // for the error, if it goes unanswered
 	)
 	for {
-		out, err := h.e.call(ctx, h.ops.release, args, false, time.Until(deadline))
+		out, err := h.e.call(ctx, script, args, false, time.Until(deadline))
 		if err == nil {
 			if h.e.wakeOwn(out.reply) != 0 {
 				return true, nil

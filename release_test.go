@@ -388,3 +388,45 @@ func TestRelease_NilContextStopsTheWatchdog(t *testing.T) {
 		}
 	})
 }
+
+// A late attempt of a lock's acquisition, one sent whose answer was lost
+// and which lands only after the lock was granted and released, takes
+// nothing and queues nowhere: the release, knowing an attempt went
+// unanswered, voided the token. (A plain release left the token free to
+// queue again, to be handed the lock with nobody to use it: a linearizable
+// history check of elections found a leader read back after it resigned.)
+func TestRelease_VoidsALateAttempt(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		// The acquire script loaded, so that the cut call runs it (a
+		// NOSCRIPT would be sent again as EVAL).
+		if l, err := engine(s).Lock(ctx, "warm", LockOptions{TTL: time.Minute, Wait: time.Second}); err != nil || l.Unlock(ctx) != nil {
+			t.Fatal("warming up:", err)
+		}
+		proxy := startProxy(t, s.Addr, faults{cutOn: []byte(scriptLockAcquire.Hash()), cutTimes: 1, cutAfter: true})
+		e := New(newPool(t, proxy.addr()), WithNamespace(s.NS))
+		defer e.Close(ctx)
+		l, err := e.Lock(ctx, "late", LockOptions{TTL: time.Minute, Wait: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if proxy.cuts.Load() != 1 || !l.late {
+			t.Fatalf("%d cuts, late %v: want the first attempt's answer lost, and the holding to know", proxy.cuts.Load(), l.late)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Fatal(err)
+		}
+		k := func(suffix string) any { return s.NS + "lock:{late}" + suffix }
+		reply, err := scriptLockAcquire.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+l.token),
+			l.token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.NS+"wake:")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at, err := decodeAttempt(reply); err != nil || !at.abandoned {
+			t.Errorf("a late attempt after the release: %v (%+v, %v), want it refused as abandoned", reply, at, err)
+		}
+		if n, _ := redis.Int(s.Do("EXISTS", k(""), k(":queue"), k(":waiters"))); n != 0 {
+			t.Errorf("%d of the lock's keys exist after the late attempt, want none: it took or queued", n)
+		}
+	})
+}

@@ -179,6 +179,9 @@ func Check(t testing.TB, what string, m porcupine.Model, ops []porcupine.Operati
 	}
 	if res == porcupine.Unknown {
 		t.Errorf("%s: the checker did not decide within %v: Unknown fails", what, timeout)
+		if p := undecided(m, parts, timeout/10); p != nil {
+			t.Logf("a partition the checker does not decide alone within %v, %d operations:\n%s", timeout/10, len(p), Describe(m, p))
+		}
 		return
 	}
 	t.Errorf("%s: the history is not linearizable", what)
@@ -218,6 +221,21 @@ func smallestIllegal(m porcupine.Model, parts [][]porcupine.Operation, timeout t
 		}
 	}
 	return best
+}
+
+// undecided is the first of parts, largest first, the checker does not
+// decide alone within timeout.
+func undecided(m porcupine.Model, parts [][]porcupine.Operation, timeout time.Duration) []porcupine.Operation {
+	one := m
+	one.Partition = nil
+	parts = append([][]porcupine.Operation(nil), parts...)
+	sort.SliceStable(parts, func(i, j int) bool { return len(parts[i]) > len(parts[j]) })
+	for _, p := range parts {
+		if res, _ := Verdict(one, p, timeout); res == porcupine.Unknown {
+			return p
+		}
+	}
+	return nil
 }
 
 // Describe lists ops by call time, one a line, with their times in
@@ -287,6 +305,30 @@ func Unknowns(ops []porcupine.Operation) int {
 		}
 	}
 	return n
+}
+
+// MostOpen is the most open calls (those Operations places after every
+// other event, opened of them) that one of m's partitions of ops holds:
+// the checker's cost grows fast with them.
+func MostOpen(m porcupine.Model, ops []porcupine.Operation, opened int) int {
+	if opened == 0 {
+		return 0 // the calls that returned last are not open ones
+	}
+	last := int64(0)
+	for _, op := range ops {
+		last = max(last, op.Return)
+	}
+	most := 0
+	for _, p := range m.Partition(ops) {
+		k := 0
+		for _, op := range p {
+			if op.Return == last {
+				k++
+			}
+		}
+		most = max(most, k)
+	}
+	return most
 }
 
 // Named is the operations of ops in partition name (a name, or a LockAll

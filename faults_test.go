@@ -197,7 +197,7 @@ func (f *mutexFigures) checkBite(t *testing.T, target int) {
 // release found the lock still theirs) never overlap, and no holder the
 // fence caught had a valid release.
 func TestFaults_MutualExclusion(t *testing.T) {
-	testserver.Parallel(t) // slow, and reads nothing the process or server shares
+	testserver.Apart(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		target := checkerScale(s)
@@ -305,7 +305,7 @@ func admission(t *testing.T, s *testserver.Server, target, sems int, hold time.D
 }
 
 func TestFaults_Admission(t *testing.T) {
-	testserver.Parallel(t) // slow, and reads nothing the process or server shares
+	testserver.Apart(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		const limit = 5

@@ -145,7 +145,7 @@ return 1`)
 // list of the fences that wrote) never holds a fence below one written
 // before it: no holder that had lost its lock wrote.
 func TestGuarded_EvalUnderFaults(t *testing.T) {
-	testserver.Parallel(t)
+	testserver.Apart(t)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		target := checkerScale(s)

@@ -428,7 +428,7 @@ func liveLocks(e *Engine) int {
 // its wait (a deadlock would), every second sees acquisitions, and a
 // failed call leaves none of its names held by its engine.
 func TestMultiLock_UnderFaults(t *testing.T) {
-	testserver.Parallel(t)
+	testserver.Apart(t)
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		target := 1000 // each a LockAll of up to 5 contended names: about 30 a second through the proxy

@@ -672,7 +672,7 @@ func TestRW_CheckersCount(t *testing.T) {
 // theirs: no valid writer is ever inside with anyone, valid readers do
 // share, and no holder the fences caught had a valid release.
 func TestRW_UnderFaults(t *testing.T) {
-	testserver.Parallel(t) // slow, and reads nothing the process or server shares
+	testserver.Apart(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		target := checkerScale(s)

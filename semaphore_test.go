@@ -1258,7 +1258,7 @@ func outOfOrder(takes []weightedTake) (violations, judged int) {
 // faults (a waiter whose entry lapsed queues again, rightly behind later
 // arrivals, which the check would count).
 func TestSemaphore_WeightedAdmissionUnderFaults(t *testing.T) {
-	testserver.Parallel(t) // slow, and reads nothing the process or server shares
+	testserver.Apart(t) // slow, and reads nothing the process or server shares
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		const limit, workers, engines = 10, 16, 4

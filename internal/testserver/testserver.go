@@ -79,6 +79,14 @@ func Parallel(t *testing.T) {
 	}
 }
 
+// Apart runs t in parallel with the other tests that call it or Parallel,
+// even where a real server is shared: for the fault checkers, each of
+// which uses keys of its own through a proxy of its own, reads nothing the
+// server shares (no INFO, no SCRIPT FLUSH) and checks what holds under any
+// load (they count what the server confirmed, never a time). On a shared
+// server they run together after every test that runs one at a time.
+func Apart(t *testing.T) { t.Parallel() }
+
 // Shared reports whether the tests share a real server: any of
 // REDIS_ADDR, REDIS_CLUSTER_ADDR and REDIS_CLUSTER_ADDRS is set.
 func Shared() bool {

@@ -39,9 +39,10 @@ const (
 	linearWindow = 4
 	linearCycles = 60
 	// rwWindow is linearCycles for a read-write lock, whose waiting grants
-	// carry an Unknown acquisition each (RW's doc): half the operations a
-	// name, so that the checker decides within 2 s (up to 15 s with 60 under
-	// -race here).
+	// after a lost reply carry an Unknown acquisition each (RW's doc; every
+	// waiting grant did before a holding knew of its lost replies): half
+	// the operations a name, so that the checker decides within 2 s (up to
+	// 15 s with 60 under -race here).
 	rwWindow = 30
 	// electionNames is linearWindow for an election, whose waiting
 	// campaigns overlap long: twice the names, half the clients a name and
@@ -365,7 +366,7 @@ func rwCycle(c *linearClient) {
 	}
 	switch classify(err, try) {
 	case granted:
-		if !try { // an earlier attempt of the call may have taken it, its reply lost
+		if l.late { // an earlier attempt of the call may have taken it, its reply lost
 			call.End(linear.LockIn{Op: op, Name: name, Token: l.Token()}, linear.LockOut{Result: linear.Unknown})
 		}
 		call.End(linear.LockIn{Op: op, Name: name, Token: l.Token()}, linear.LockOut{Result: linear.Ok, Fence: l.Fence()})

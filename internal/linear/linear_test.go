@@ -117,6 +117,32 @@ func TestChecker_LockRestart(t *testing.T) {
 	expect(t, Lock(), build(1e6), build(1))
 }
 
+// A restart loses a semaphore's permits and its limit: an acquisition is
+// refused for want of one until a limit is set again, and one admitted
+// with no limit stored is a bug.
+func TestChecker_SemaphoreRestart(t *testing.T) {
+	build := func(setAgain bool) *history {
+		h := new(history).
+			seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 2}, SemOut{Result: Ok}).
+			seq(0, sem(Acquire, "A", 2), SemOut{Result: Ok, Fence: 5}).
+			seq(8, SemIn{Op: Restart}, SemOut{Result: Ok}).
+			seq(1, sem(Acquire, "", 1), SemOut{Result: No, NoLimit: true})
+		if setAgain {
+			h.seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 2}, SemOut{Result: Ok})
+		}
+		return h.seq(1, sem(Acquire, "B", 2), SemOut{Result: Ok, Fence: 1e6}).
+			seq(0, sem(Release, "A", 0), SemOut{Result: No})
+	}
+	expect(t, Semaphore(), build(true), build(false))
+	// Refused for want of a limit while one is stored: a bug too.
+	stored := new(history).
+		seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 2}, SemOut{Result: Ok}).
+		seq(1, sem(Acquire, "", 1), SemOut{Result: No, NoLimit: true})
+	if res := verdict(t, Semaphore(), stored); res != porcupine.Illegal {
+		t.Errorf("a refusal for want of a stored limit: %s, want Illegal", res)
+	}
+}
+
 func TestChecker_RWWriterBesideReaders(t *testing.T) {
 	build := func(w Result) *history {
 		return new(history).

@@ -213,11 +213,13 @@ type SemIn struct {
 func (in SemIn) part() string { return in.Name }
 
 // SemOut is a semaphore call's answer: Fence for a grant, Holders for a
-// read.
+// read; NoLimit for an acquisition refused because no limit is stored (as
+// after a restart, which loses it).
 type SemOut struct {
 	Result  Result
 	Fence   int64
 	Holders int
+	NoLimit bool
 }
 
 // semState's holders is a sorted, space-separated set of "token:weight".
@@ -233,7 +235,9 @@ type semState struct {
 // refusal only while some permit is held (an empty semaphore admits any
 // weight that fits its limit; with holders, a queued waiter may make it
 // refuse one that fits), release by token, a read that counts the permits.
-// Its limit is set by a SetLimit before any acquisition.
+// Its limit is set by a SetLimit before any acquisition, and again after a
+// restart, which loses it with the permits (an acquisition is then
+// refused, NoLimit, until one is set).
 func Semaphore() porcupine.Model {
 	return nondeterministic(semState{}, semStep, describeSem)
 }
@@ -248,6 +252,12 @@ func semStep(s semState, in SemIn, out SemOut) []semState {
 		}
 		return []semState{set}
 	case Acquire:
+		if out.NoLimit { // the server's refusal: no limit stored
+			if out.Result == No && s.limit == 0 {
+				return []semState{s}
+			}
+			return nil
+		}
 		fits := s.limit > 0 && s.used+in.Weight <= s.limit
 		if out.Result == No {
 			fits = s.used == 0
@@ -268,6 +278,8 @@ func semStep(s semState, in SemIn, out SemOut) []semState {
 			return []semState{s}
 		}
 		return nil
+	case Restart: // the limit and the permits lost, fences going on above
+		return []semState{{fence: s.fence}}
 	}
 	return nil
 }
@@ -280,6 +292,8 @@ func describeSem(in SemIn, out SemOut) string {
 		return fmt.Sprintf("%s read -> %s holders=%d", in.Name, out.Result, out.Holders)
 	case in.Op == Acquire && out.Result == Ok:
 		return fmt.Sprintf("%s acquire %s weight %d -> ok fence %d", in.Name, in.Token, in.Weight, out.Fence)
+	case in.Op == Acquire && out.NoLimit:
+		return fmt.Sprintf("%s acquire weight %d -> no limit stored", in.Name, in.Weight)
 	case in.Op == Acquire:
 		return fmt.Sprintf("%s acquire %s weight %d -> %s", in.Name, in.Token, in.Weight, out.Result)
 	}

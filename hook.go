@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"time"
 )
@@ -23,7 +24,8 @@ type Operation struct{ Object, Name, Method string }
 // AcquireSemaphore, Campaign, LockAll and their Try forms), EventReleased
 // for a release that gave a holding back, EventDone for every other call
 // and for a release that failed; Err is the call's error and Wait how long
-// the call took.
+// the call took. Every Start has its End: a call that panics (in a Pool,
+// say) gets EventDone with an Err saying so as the panic goes on.
 //
 // A Hook that also has an Observe(Event) method gets every Event the
 // observer of WithObserver gets (the outcomes of calls, what happens in
@@ -58,6 +60,12 @@ func hooked[T any](e *Engine, ctx context.Context, op Operation, f func(context.
 	}
 	ctx = e.hook.Start(ctx, op)
 	began := time.Now()
+	ended := false
+	defer func() {
+		if !ended {
+			endPanicked(e.hook, ctx, op, time.Since(began))
+		}
+	}()
 	var told Event // an acquisition's, as the observer was told of it
 	fctx := ctx
 	switch any(*new(T)).(type) {
@@ -67,10 +75,21 @@ func hooked[T any](e *Engine, ctx context.Context, op Operation, f func(context.
 	v, err := f(fctx)
 	ev := told
 	if ev.Type == 0 { // not an acquisition, or refused before it began
-		ev = ended(op, v, err, time.Since(began))
+		ev = endEvent(op, v, err, time.Since(began))
 	}
+	ended = true
 	e.hook.End(ctx, op, ev.told())
 	return v, err
+}
+
+// errPanicked is the Err of the Event End gets for a call that panicked
+// (in a Pool, say): the panic goes on.
+var errPanicked = errors.New("atomicredis: the call panicked")
+
+// endPanicked is End for a hooked call that did not return (it panicked,
+// in a Pool say, or its goroutine exited), so that no span is left open.
+func endPanicked(hook Hook, ctx context.Context, op Operation, took time.Duration) {
+	hook.End(ctx, op, Event{Type: EventDone, Object: op.Object, Name: op.Name, Err: errPanicked, Wait: took})
 }
 
 // outcomeKey is the context key of where an acquisition under a hook puts
@@ -98,6 +117,12 @@ func hookedRelease(h *holding, ctx context.Context, op Operation, f func(context
 	}
 	ctx = h.e.hook.Start(ctx, op)
 	began := time.Now()
+	ended := false
+	defer func() {
+		if !ended {
+			endPanicked(h.e.hook, ctx, op, time.Since(began))
+		}
+	}()
 	err := f(ctx)
 	ev := h.event(EventReleased, nil)
 	if err != nil {
@@ -106,13 +131,14 @@ func hookedRelease(h *holding, ctx context.Context, op Operation, f func(context
 		ev.Held = time.Since(h.since)
 	}
 	ev.Wait = time.Since(began)
+	ended = true
 	h.e.hook.End(ctx, op, ev)
 	return err
 }
 
-// ended is End's Event for the call op that returned v and err after
+// endEvent is End's Event for the call op that returned v and err after
 // took.
-func ended(op Operation, v any, err error, took time.Duration) Event {
+func endEvent(op Operation, v any, err error, took time.Duration) Event {
 	ev := Event{Type: EventDone, Object: op.Object, Name: op.Name, Err: err, Wait: took}
 	var h *holding
 	switch v := v.(type) {

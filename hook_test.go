@@ -343,3 +343,37 @@ func TestHook_ObservesElectionsAndLosses(t *testing.T) {
 		_ = first
 	})
 }
+
+// panickingPool is a Pool whose GetContext panics.
+type panickingPool struct{}
+
+func (panickingPool) GetContext(context.Context) (redis.Conn, error) { panic("the pool panicked") }
+
+// A call that panics (here in the Pool) still ends its span: End gets an
+// Event whose Err says it panicked, and the panic goes on to the caller.
+func TestHook_EndsACallThatPanicked(t *testing.T) {
+	h := &recordingHook{}
+	e := New(panickingPool{}, WithHook(h))
+	calls := map[string]func(){
+		"TryLock": func() { _, _ = e.TryLock(context.Background(), "p", LockOptions{}) },
+		"Unlock": func() {
+			l := &Lock{holding: holding{e: e, obj: object{kind: kindLock, name: "p"}, ops: lockOps, since: time.Now()}}
+			_ = l.Unlock(context.Background())
+		},
+	}
+	for method, call := range calls {
+		panicked := func() (p any) {
+			defer func() { p = recover() }()
+			call()
+			return nil
+		}()
+		if panicked == nil {
+			t.Errorf("%s: no panic reached the caller", method)
+			continue
+		}
+		end, ok := h.last(method)
+		if !ok || !errors.Is(end.ev.Err, errPanicked) || !end.spanned {
+			t.Errorf("%s panicked (%v): End %+v (%v), want one with errPanicked in Start's context", method, panicked, end, ok)
+		}
+	}
+}

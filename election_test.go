@@ -682,6 +682,9 @@ faults:
 // A campaign whose ctx has no deadline waits until it leads, however long:
 // past DefaultWait, which bounds a Lock's wait, not a campaign's.
 func TestElection_CampaignWaitsPastDefaultWait(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: waits past DefaultWait (10 s)")
+	}
 	testserver.Parallel(t) // waits, mostly
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t) // a new election's first term waits a lease

@@ -26,9 +26,13 @@ import (
 )
 
 // checkerScale is how many acquisitions a checker makes: the full 100k on
-// a real server (CI), a few thousand on miniredis or with -short.
+// a real server (CI), a few thousand on miniredis or with -short, a
+// thousand on miniredis with -short.
 func checkerScale(s *testserver.Server) int {
-	if s.Mini != nil || testing.Short() {
+	switch {
+	case s.Mini != nil && testing.Short():
+		return 1000
+	case s.Mini != nil || testing.Short():
 		return 3000
 	}
 	return 100000
@@ -606,7 +610,7 @@ func TestFaults_ScriptFlushMidRun(t *testing.T) {
 		}()
 		rounds := 300
 		if testing.Short() {
-			rounds = 100 // still some 700 flushes
+			rounds = 30 // still some 200 flushes
 		}
 		for i := 0; i < rounds; i++ {
 			// A minute a round: under -race on a busy machine all 300 may
@@ -796,8 +800,11 @@ func TestFaults_ScriptFlushMidRunWithReplicaAck(t *testing.T) {
 			}
 		}()
 		defer func() { close(stop); wg.Wait() }()
-		ctx := ctxT(t)
-		for i := 0; i < 1000; i++ {
+		ctx, n := ctxT(t), 1000
+		if testing.Short() {
+			n = 300
+		}
+		for i := 0; i < n; i++ {
 			if _, err := e.TryLock(ctx, "ack", LockOptions{}); !errors.Is(err, ErrNotReplicated) {
 				t.Fatalf("TryLock %d during SCRIPT FLUSH: %v, want ErrNotReplicated alone", i+1, err)
 			}

@@ -317,8 +317,9 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 		if err == nil {
 			at, err = decodeAttempt(out.reply)
 		}
-		w.mayHold = w.mayHold || out.reached && unknownOutcome(err)
-		w.g.late = w.g.late || out.reached && unknownOutcome(err)
+		if out.reached && unknownOutcome(err) { // it may have taken effect, and may still land
+			w.mayHold, w.g.late = true, true
+		}
 		if err == nil && a.limit != 0 && at.limit != 0 && at.limit != a.limit {
 			e.limitDiffers(a.obj, at.limit, a.limit)
 		}

@@ -34,11 +34,12 @@ func unusedHookOps(e *Engine, ctx context.Context) []hookOp {
 
 // unhookedAllocs is each call's allocations per run (client side, on a
 // private redis-server) at bb60bb4, before engines had hooks: measured by
-// TestHook_UnusedCostsNothing's loop on that commit, without and with
-// -race (whose instrumentation allocates on its own).
-var unhookedAllocs = map[bool]map[string]float64{
-	false: {"TryLock+Unlock": 19, "TryAcquireSemaphore+Release": 23, "LockInfo": 12, "MarkActive": 35, "SuggestRecent": 6},
-	true:  {"TryLock+Unlock": 20, "TryAcquireSemaphore+Release": 24, "LockInfo": 12, "MarkActive": 37, "SuggestRecent": 6},
+// TestHook_UnusedCostsNothing's loop on that commit. Under -race the
+// counts are not compared: the race detector's sync.Pool drops a random
+// quarter of what is put back (call.go keeps its conns in one), so a
+// call's allocations vary from run to run (37 or 36 for MarkActive).
+var unhookedAllocs = map[string]float64{
+	"TryLock+Unlock": 19, "TryAcquireSemaphore+Release": 23, "LockInfo": 12, "MarkActive": 35, "SuggestRecent": 6,
 }
 
 // An engine without a hook spends nothing on hooks: each common call
@@ -48,15 +49,21 @@ func TestHook_UnusedCostsNothing(t *testing.T) {
 	s := privateServer(t, "redis")
 	ctx := ctxT(t)
 	plain, withHook := engine(s), engine(s, WithHook(&recordingHook{}))
+	if raceDetector {
+		t.Log("allocations not compared under -race (its sync.Pool drops at random); the commands still are")
+	}
 	for _, op := range unusedHookOps(plain, ctx) {
 		if err := op.run(); err != nil { // loads its scripts
 			t.Fatalf("%s: %v", op.name, err)
+		}
+		if raceDetector {
+			continue
 		}
 		n := testing.AllocsPerRun(100, func() { _ = op.run() })
 		for range 2 { // the least of three: other goroutines' allocations count too
 			n = min(n, testing.AllocsPerRun(100, func() { _ = op.run() }))
 		}
-		if want := unhookedAllocs[raceDetector][op.name]; n != want {
+		if want := unhookedAllocs[op.name]; n != want {
 			t.Errorf("%s without a hook: %v allocations a call, want %v as before hooks", op.name, n, want)
 		}
 	}

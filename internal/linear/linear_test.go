@@ -330,3 +330,37 @@ func TestChecker_FIFOHandoffPastTheHead(t *testing.T) {
 		t.Errorf("a call that jumped the queue: %q", got)
 	}
 }
+
+// A waiter handed the lock just before a restart loses it there unaware
+// and is granted it again after: a one-try call between the handoff and
+// the restart is refused by a holder the calls do not show. The grant
+// across the restart, with its Unknown twin (AcrossRestarts), explains it;
+// without the twin the history is Illegal (CI's run of 2 December 2026,
+// TestLinear_Restart/lock on miniredis).
+func TestChecker_HandoffLostInARestart(t *testing.T) {
+	build := func(second bool) []porcupine.Operation {
+		h := new(history).seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 5})
+		h.tick += 2
+		waiter := porcupine.Operation{ClientId: 1, Input: lk(Acquire, "W"), Call: h.tick, Output: LockOut{Result: Ok, Fence: 1e6}}
+		h.seq(0, lk(Release, "A"), LockOut{Result: Ok}) // handed to W
+		h.seq(2, lk(Acquire, ""), LockOut{Result: No})
+		h.seq(9, LockIn{Op: Restart}, LockOut{Result: Ok})
+		h.tick += 2
+		waiter.Return = h.tick
+		h.ops = append(h.ops, waiter)
+		if second { // a second holder while W holds
+			h.seq(2, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 2e6})
+		}
+		h.seq(1, lk(Release, "W"), LockOut{Result: Ok})
+		return h.ops
+	}
+	if res, _ := Verdict(Lock(), build(false), 10*time.Second); res != porcupine.Illegal {
+		t.Errorf("without the twin: %s, want Illegal", res)
+	}
+	if res, _ := Verdict(Lock(), AcrossRestarts(build(false)), 10*time.Second); res != porcupine.Ok {
+		t.Errorf("with the grant's Unknown twin: %s, want Ok", res)
+	}
+	if res, _ := Verdict(Lock(), AcrossRestarts(build(true)), 10*time.Second); res != porcupine.Illegal {
+		t.Errorf("a grant while W holds, with the twin: %s, want Illegal", res)
+	}
+}

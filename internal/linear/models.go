@@ -539,3 +539,64 @@ func has(set, w string) bool {
 	}
 	return false
 }
+
+// AcrossRestarts returns ops with, beside each grant (an acquisition
+// answered Ok) whose call spans a restart, an Unknown acquisition of the
+// same token in the same interval. A waiter may be handed the object by a
+// release before the restart, lose it in the restart without knowing,
+// and be granted it again after: the grant it returns is the second, and
+// the first held the object for a while (a one-try call refused then
+// meets a holder the history does not otherwise show).
+func AcrossRestarts(ops []porcupine.Operation) []porcupine.Operation {
+	var restarts []porcupine.Operation
+	for _, op := range ops {
+		if restarted(op.Input) {
+			restarts = append(restarts, op)
+		}
+	}
+	out := ops
+	for _, op := range ops {
+		spans := false
+		for _, r := range restarts {
+			spans = spans || op.Call < r.Return && op.Return > r.Call
+		}
+		if !spans {
+			continue
+		}
+		var unknown any
+		switch in := op.Input.(type) {
+		case LockIn:
+			if o, ok := op.Output.(LockOut); ok && o.Result == Ok && (in.Op == Acquire || in.Op == Share) {
+				unknown = LockOut{Result: Unknown}
+			}
+		case SemIn:
+			if o, ok := op.Output.(SemOut); ok && o.Result == Ok && in.Op == Acquire {
+				unknown = SemOut{Result: Unknown}
+			}
+		case MultiIn:
+			if o, ok := op.Output.(MultiOut); ok && o.Result == Ok && in.Op == Acquire {
+				unknown = MultiOut{Result: Unknown}
+			}
+		}
+		if unknown != nil {
+			extra := op
+			extra.Output = unknown
+			out = append(out, extra)
+		}
+	}
+	return out
+}
+
+func restarted(in any) bool {
+	switch in := in.(type) {
+	case LockIn:
+		return in.Op == Restart
+	case SemIn:
+		return in.Op == Restart
+	case MultiIn:
+		return in.Op == Restart
+	case ElectionIn:
+		return in.Op == Restart
+	}
+	return false
+}

@@ -38,10 +38,25 @@ const activePartitions = 16
 // they were when each id was marked.
 var activeLeafIDs, activeDenseIDs, activeStepIDs atomic.Int64
 
+// activeWork is the most work one mark script does, in commands and the
+// members a split or a step reads (act_mark's count): past it, the
+// script takes no further id and the engine sends the rest in another
+// (docs/activity.md).
+var activeWork atomic.Int64
+
 func init() {
 	activeLeafIDs.Store(512)
 	activeDenseIDs.Store(1 << 15)
 	activeStepIDs.Store(512)
+	activeWork.Store(2000)
+}
+
+// markArgs are a mark script's keys and arguments before its ids: the
+// partition's directory and prefix, the period's deadline as the index
+// gave it (-1: not indexed just now), and the trie's sizes.
+func markArgs(dir, prefix string, deadline int64, ids int) []any {
+	args := make([]any, 0, 7+3*ids)
+	return append(args, dir, prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load(), activeWork.Load())
 }
 
 // activeIndexMemory bounds how many (group, period, partition) indexed,

@@ -173,8 +173,7 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 		for len(places) > 0 && len(pieces) < activePipeline {
 			batch := places[:min(len(places), activeBatch)]
 			places = places[len(batch):]
-			args := make([]any, 0, 5+3*len(batch))
-			args = append(args, dir, prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load())
+			args := markArgs(dir, prefix, deadline, len(batch))
 			for _, pl := range batch {
 				args = append(args, pl.args()...)
 			}
@@ -195,10 +194,12 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 			}
 		}
 		var first error
+		var rest []place           // the ids of scripts whose work ran out first
 		for i, p := range pieces { // every script ran: count each that did
-			err := e.marked(ctx, obj, period, part, batches[i], p.args, p.reply, p.err)
+			taken, err := e.marked(ctx, obj, period, part, batches[i], p.args, p.reply, p.err)
 			if err == nil {
-				marked += len(batches[i])
+				marked += taken
+				rest = append(rest, batches[i][taken:]...)
 			} else if first == nil {
 				first = err
 			}
@@ -206,35 +207,42 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 		if first != nil {
 			return marked, first
 		}
+		places = append(rest, places...)
 	}
 	return marked, nil
 }
 
-// marked takes in one mark script's reply (of batch, sent with args): if
+// marked takes in one mark script's reply (of batch, sent with args) and
+// returns how many of batch's ids, from the first, the script marked: if
 // the partition was gone or its deadline had passed, the partition is
 // indexed again and the script run again, up to 3 times; then the engine
 // remembers the dense shards and guards v3's keys.
-func (e *Engine) marked(ctx context.Context, obj object, period string, part int, batch []place, args []any, reply any, err error) error {
+func (e *Engine) marked(ctx context.Context, obj object, period string, part int, batch []place, args []any, reply any, err error) (int, error) {
 	vs, err := redis.Int64s(reply, err)
 	for try := 0; err == nil && vs[0] < 0; try++ { // gone, or its deadline passed: index it again
 		if try == 3 {
-			return obj.errorf("period %q: its deadline passed before the mark could run, %d times", period, try+1)
+			return 0, obj.errorf("period %q: its deadline passed before the mark could run, %d times", period, try+1)
 		}
 		if args[2], err = e.indexParts(ctx, obj, period, int64(part)); err == nil {
 			vs, err = redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
 		}
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
-	dense, building := vs[1:], []int64(nil)
+	if len(vs) < 2 || vs[1] < 1 || vs[1] > int64(len(batch)) {
+		return 0, obj.errorf("period %q: a mark script's reply %v says it marked %v of %d ids", period, vs, vs[1:min(2, len(vs))], len(batch))
+	}
+	taken := int(vs[1])
+	batch = batch[:taken]
+	dense, building := vs[2:], []int64(nil)
 	if i := slices.Index(dense, 0); i >= 0 {
 		dense, building = dense[:i], dense[i+1:]
 	}
 	for _, i := range building { // a shard's bitmap being built: the rest of its steps
 		switch done, err := e.build(ctx, obj, period, args[:2], batch[i-1]); {
 		case err != nil:
-			return err
+			return 0, err
 		case done:
 			dense = append(dense, i)
 		}
@@ -242,7 +250,7 @@ func (e *Engine) marked(ctx context.Context, obj object, period string, part int
 	for _, i := range dense {
 		e.remember(shardRef{obj.name, period, batch[i-1].shard, refDense, 0})
 	}
-	return e.guardV3(ctx, obj, period, vs[0], batch, dense)
+	return taken, e.guardV3(ctx, obj, period, vs[0], batch, dense)
 }
 
 // build takes the steps of the building of pl's shard's bitmap that are
@@ -251,9 +259,9 @@ func (e *Engine) marked(ctx context.Context, obj object, period string, part int
 // any more (its period ended). keys: the partition's directory and prefix.
 func (e *Engine) build(ctx context.Context, obj object, period string, keys []any, pl place) (bool, error) {
 	base := place{h: pl.h &^ (1<<23 - 1)}
-	args := append(append([]any{}, keys...), -1, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load(), base.h>>32, base.h&(1<<32-1), "~"+base.member())
+	args := append(markArgs(keys[0].(string), keys[1].(string), -1, 1), base.h>>32, base.h&(1<<32-1), "~"+base.member())
 	pieces := make([]piece, 8)
-	steps := 1 + activeShardIDs/max(1, activeStepIDs.Load()) // a step copies a leaf at least
+	steps := 1 + activeShardIDs/max(1, min(activeStepIDs.Load(), activeWork.Load()/2)) // a step copies a leaf at least
 	for range 1 + steps/int64(len(pieces)) {
 		for i := range pieces {
 			pieces[i] = piece{s: scriptActMark, args: args}
@@ -271,9 +279,9 @@ func (e *Engine) build(ctx context.Context, obj object, period string, keys []an
 				return false, obj.err(e.callErr(ctx, err))
 			case vs[0] < 0: // the directory is gone: its period ended
 				return false, nil
-			case len(vs) > 1 && vs[1] == 1: // dense
+			case len(vs) > 2 && vs[2] == 1: // dense (vs[1]: the step's one entry taken)
 				return true, nil
-			case len(vs) < 3: // neither dense nor being built
+			case len(vs) < 4: // neither dense nor being built
 				return false, nil
 			}
 		}

@@ -710,7 +710,7 @@ func TestActivity_MarkWhileBuilt(t *testing.T) {
 		prefix := obj.partPrefix(part)
 		dir := dirKey(prefix, "p")
 		mark := func(ps []place) []int64 {
-			args := []any{dir, prefix, deadline, activeLeafIDs.Load(), activeDenseIDs.Load(), activeStepIDs.Load()}
+			args := markArgs(dir, prefix, deadline, len(ps))
 			for _, pl := range ps {
 				args = append(args, pl.args()...)
 			}
@@ -1075,6 +1075,49 @@ func TestActivity_ShapesCount(t *testing.T) {
 	})
 }
 
+// A mark script takes no further id once its work reaches activeWork, and
+// the engine sends the rest in another: a script called alone with 30 ids
+// takes a few, and every shape, marked in scripts of a few ids each with
+// splits and builds between them, still counts exactly.
+func TestActivity_WorkRunsOut(t *testing.T) {
+	smallTries(t, 8, 64)
+	old := activeWork.Swap(40)
+	t.Cleanup(func() { activeWork.Store(old) })
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		obj, err := e.object(kindActivity, "work")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ps []place
+		for o := range int64(30) {
+			ps = append(ps, placeOf(7*activeShardIDs+o*1000))
+		}
+		slices.SortFunc(ps, func(a, b place) int { return cmp.Compare(a.h, b.h) })
+		part := ps[0].part()
+		deadline, err := e.indexParts(ctx, obj, "p", int64(part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := obj.partPrefix(part)
+		args := markArgs(dirKey(prefix, "p"), prefix, deadline, len(ps))
+		for _, pl := range ps {
+			args = append(args, pl.args()...)
+		}
+		vs, err := redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
+		if err != nil || len(vs) < 2 || vs[1] < 1 || vs[1] >= int64(len(ps)) {
+			t.Fatalf("one script of %d ids with work for a few: reply %v, %v; want it to take 1 to %d", len(ps), vs, err, len(ps)-1)
+		}
+		t.Logf("one script of %d ids took %d", len(ps), vs[1])
+		shapes := activityShapes(300)
+		for _, name := range shapeNames(shapes) {
+			for p, ids := range shapes[name](rand.New(rand.NewPCG(5, 5))) {
+				markAndCount(t, e, "w-"+name, p, ids)
+			}
+		}
+	})
+}
+
 // Every shape of 100,000 ids, in one call with the default options,
 // counts exactly on a private redis-server at a realtime priority, and no
 // script takes over 25 ms. SLOWLOG times a script by the wall clock, and
@@ -1084,7 +1127,7 @@ func TestActivity_ShapesCount(t *testing.T) {
 // arguments), and fails only if one is over 25 ms both times. The bound
 // of 5 ms on a quiet machine lives in BenchmarkActivityShapes; the work a
 // script may do, in the engine's constants (activeBatch ids a script,
-// activeStepIDs a dense build's step).
+// activeWork its work, activeStepIDs a dense build's step).
 func TestActivity_ShapesBounded(t *testing.T) {
 	s := privateServer(t, "private redis")
 	s.Must(t, "CONFIG", "SET", "slowlog-log-slower-than", 25_000, "slowlog-max-len", 10_000)

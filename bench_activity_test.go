@@ -857,6 +857,10 @@ func BenchmarkActivityShapes(b *testing.B) {
 	for _, n := range sizes {
 		shapes := activityShapes(n)
 		for _, name := range shapeNames(shapes) {
+			// BENCH_SHAPE=name measures that shape alone, at 10^6 ids.
+			if only := os.Getenv("BENCH_SHAPE"); only != "" && (only != name || n != 1e6) {
+				continue
+			}
 			periods := shapes[name](rand.New(rand.NewPCG(uint64(n), 44)))
 			x.Add(name+"-"+sizeName(n), func(rd *bench.Round) error {
 				first, err := runShapePass(admin, x.env.ns, name, periods)

@@ -11,19 +11,30 @@
 --   deadline has passed (the index gave it before the period ended)
 -- ARGV[2] the most ids a bucket holds, ARGV[3] the ids that make a shard
 --   dense, ARGV[4] the most ids a script copies into the bitmaps of shards
---   turning dense (a step)
--- ARGV[5..] three values an id: h's high and low 32 bits, and the member
+--   turning dense (a step), ARGV[5] the most work a script does (below)
+-- ARGV[6..] three values an id: h's high and low 32 bits, and the member
 --   (h - 2^63 in decimal); or, to take a step of the building of the
 --   shard of h, '~' and the member of the shard's first place (offset 0)
 -- reply: {-1} if the directory was absent and ARGV[1] is -1 or a deadline
 --   passed (nothing written: the caller indexes the period again); else
---   {deadline, i..., 0, j...}: the period's deadline (ms since the epoch, 0
---   for none), the positions (1-based) of ids whose shard is dense, one a
---   shard, then 0 and the positions of ids whose shard's bitmap is still
---   being built, one a shard (the caller takes steps until it is dense). A key of another type where an id goes fails the
---   script with WRONGTYPE: nothing is written when the directory was
---   absent (the partition's first bucket is checked first); in a
---   directory that exists, the ids before it stay marked.
+--   {deadline, taken, i..., 0, j...}: the period's deadline (ms since the
+--   epoch, 0 for none), how many of the ids (from the first) the script
+--   marked before its work ran out (at least one: the caller sends the
+--   rest again), the positions (1-based) of ids whose shard is dense, one
+--   a shard, then 0 and the positions of ids whose shard's bitmap is still
+--   being built, one a shard (the caller takes steps until it is dense).
+--   A key of another type where an id goes fails the script with
+--   WRONGTYPE: nothing is written when the directory was absent (the
+--   partition's first bucket is checked first); in a directory that
+--   exists, the ids before it stay marked.
+--
+-- Work is counted in units of about a microsecond of the server's time
+-- (docs/activity.md): an id 2, and 8 more when its leaf is looked up; a
+-- command 1; a member a split reads 2 (4 above depth 41, where it is
+-- parsed from all its digits), one a step copies 3. A script takes
+-- no further id once its work reaches ARGV[5], nor a step of a build, and
+-- a step takes no further leaf: a script's work is at most ARGV[5] and one
+-- undivided unit (a split, or a leaf copied).
 --
 -- Every key the period makes here expires at the deadline that the
 -- directory keeps ('t'), never later. A bucket's split and a shard's
@@ -32,6 +43,7 @@
 local dir, prefix = KEYS[1], KEYS[2]
 local sfx = string.sub(dir, #prefix + 1)
 local most, dense_at, budget = tonumber(ARGV[2]), tonumber(ARGV[3]), tonumber(ARGV[4])
+local work, most_work = 0, tonumber(ARGV[5])
 local got = redis.call('HMGET', dir, 't', 'b')
 local deadline, counted = got[1], got[2] ~= false
 -- compact: a compact directory's dense shards (lib/act.lua), else false
@@ -46,7 +58,7 @@ if not deadline then
   end
   -- Every id here starts in the partition's first bucket: a key of
   -- another type there fails the mark before it writes the directory.
-  local first = redis.pcall('SCARD', prefix .. act_node(4, tonumber(ARGV[5]), tonumber(ARGV[6])) .. sfx)
+  local first = redis.pcall('SCARD', prefix .. act_node(4, tonumber(ARGV[6]), tonumber(ARGV[7])) .. sfx)
   if type(first) == 'table' and first.err then
     return first
   end
@@ -117,6 +129,7 @@ local function place(d, node, entries)
     redis.call('SADD', key, unpack(members))
     made(key)
     buckets(1)
+    work = work + 3 + #members / 8
     return
   end
   local e1 = entries[1]
@@ -132,6 +145,7 @@ local function place(d, node, entries)
     end
   end
   redis.call('HSET', dir, unpack(fields))
+  work = work + 1 + #fields / 8
   local halves = {{}, {}}
   for _, e in ipairs(entries) do
     local h = halves[bit(k, e[2], e[3]) + 1]
@@ -148,7 +162,10 @@ end
 -- in their offset (so they need not be parsed).
 local function split(d, node, key, hi, lo, resb)
   local entries = {}
-  for j, m in ipairs(redis.call('SMEMBERS', key)) do
+  local members = redis.call('SMEMBERS', key)
+  -- each parsed (above the shard, from all its digits), sorted, written again
+  work = work + 2 + (d >= 41 and 2 or 4) * #members
+  for j, m in ipairs(members) do
     if d >= 41 then
       entries[j] = {m, hi, lo - lo % SHARD + (act_res(m) - resb) % 1e12}
     else
@@ -171,6 +188,7 @@ local function clear(node41, hi, lo, resb, collect)
     local d, p = top[1], top[2] -- p: lo's top d - 32 bits
     local node = d .. '.' .. act_int(hi) .. '.' .. act_int(p)
     local v = redis.call('HGET', dir, node)
+    work = work + 2
     if d > 41 and v then
       redis.call('HDEL', dir, node)
     end
@@ -180,7 +198,9 @@ local function clear(node41, hi, lo, resb, collect)
     else
       local key = prefix .. node .. sfx
       if collect then
-        for _, m in ipairs(redis.call('SMEMBERS', key)) do
+        local members = redis.call('SMEMBERS', key)
+        work = work + 1 + 2 * #members
+        for _, m in ipairs(members) do
           offsets[#offsets + 1] = (act_res(m) - resb) % 1e12
         end
       end
@@ -193,6 +213,7 @@ end
 -- dense marks the shard dense in the directory, its bitmap whole: a
 -- directory left with no bucket is made compact.
 local function dense(shard)
+  work = work + 5
   redis.call('HSET', dir, shard, 'd')
   redis.call('HDEL', dir, 'c' .. shard, 'v' .. shard)
   local all = redis.call('HGET', dir, 'D')
@@ -213,6 +234,7 @@ local function densify(shard, hi, lo, resb)
   for _, o in ipairs(offsets) do
     redis.call('SETBIT', key, o, 1)
   end
+  work = work + 2 + #offsets
   made(key)
   dense(shard)
 end
@@ -242,6 +264,7 @@ local function begin(shard)
   redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
   made(key)
   redis.call('HSET', dir, 'v' .. shard, 0)
+  work = work + 3
   building[shard] = 0
 end
 
@@ -250,13 +273,14 @@ end
 -- place in the shard; resb: the shard's base mod 10^12.
 local function step(shard, hi, lo, resb)
   local x, base, key = building[shard], lo - lo % SHARD, prefix .. shard .. sfx
-  while x < 8388096 and budget > 0 do
+  while x < 8388096 and budget > 0 and work < most_work do
     local d, node = act_leaf(dir, hi, base + x)
-    for _, m in ipairs(redis.call('SMEMBERS', prefix .. node .. sfx)) do
+    local members = redis.call('SMEMBERS', prefix .. node .. sfx)
+    for _, m in ipairs(members) do
       redis.call('SETBIT', key, (act_res(m) - resb) % 1e12, 1)
-      budget = budget - 1
     end
-    budget = budget - 1 -- the leaf's look-up
+    budget = budget - #members - 1 -- the leaf's look-up counts as an id
+    work = work + 8 + 3 * #members -- the look-up's HGETs (at most 7), SMEMBERS, a SETBIT a member
     local span = 2 ^ (64 - d)
     x = base + x - (base + x) % span + span - base -- the end of the leaf's range
   end
@@ -296,9 +320,15 @@ end
 -- A batch comes sorted by h: the leaf of the id before is tried first.
 local reply, seen, last = {tonumber(deadline)}, {}, nil
 local built = {} -- shards being built that this script touched: {shard, hi, lo, resb, i}
-for i = 5, #ARGV, 3 do
+local taken = 0
+for i = 6, #ARGV, 3 do
+  if work >= most_work and taken > 0 then
+    break -- the caller sends the rest again
+  end
   local hi, lo, m = tonumber(ARGV[i]), tonumber(ARGV[i + 1]), ARGV[i + 2]
-  local pos = (i - 2) / 3
+  local pos = (i - 3) / 3
+  taken = pos
+  work = work + 2 -- the id's own command and what it reads of the directory
   if string.sub(m, 1, 1) == '~' then -- a step of a shard's building, no id
     local shard = act_node(41, hi, lo)
     if cursor(shard) and not seen[shard] then
@@ -322,6 +352,7 @@ for i = 5, #ARGV, 3 do
       else
         local d, node, v = act_leaf(dir, hi, lo)
         l = leafAt(d, node, v, hi, lo)
+        work = work + 8 -- the look-up's HGETs (at most 7) and the names it builds
       end
     end
     last = l
@@ -330,8 +361,10 @@ for i = 5, #ARGV, 3 do
       redis.call('SETBIT', l.key, lo % SHARD, 1)
     elseif redis.call('SADD', l.key, m) == 1 then
       local n = l.n and l.n + 1 or redis.call('SCARD', l.key)
+      work = work + (l.n and 0 or 1)
       l.n = n
       if n == 1 then
+        work = work + 4
         made(l.key)
         buckets(1)
         local parent = d > 4 and act_node(d - 1, hi, lo)
@@ -343,6 +376,7 @@ for i = 5, #ARGV, 3 do
       local c
       local resb = (act_res(m) - lo % SHARD) % 1e12
       if d > 41 then
+        work = work + 2
         c = redis.call('HINCRBY', dir, 'c' .. shard, 1)
         local x = cursor(shard)
         if x and lo % SHARD < x then
@@ -375,7 +409,7 @@ end
 -- The shards being built: a step each while the budget lasts.
 local still = {}
 for _, b in ipairs(built) do
-  if budget > 0 and step(b[1], b[2], b[3], b[4]) then
+  if budget > 0 and work < most_work and step(b[1], b[2], b[3], b[4]) then
     reply[#reply + 1] = b[5]
   else
     still[#still + 1] = b[5]
@@ -385,4 +419,5 @@ reply[#reply + 1] = 0
 for _, j in ipairs(still) do
   reply[#reply + 1] = j
 end
+table.insert(reply, 2, taken)
 return reply

@@ -31,16 +31,14 @@ func ExampleLock_Eval() {
 	defer e.Close(context.Background())
 	ctx := context.Background()
 
-	tag, _ := e.HashTag("job:7") // "{job:7}"
-	jobKey := "app:jobs:" + tag  // the job's hash lives in the lock's slot
-	mr.HSet(jobKey, "status", "queued")
-
 	l, err := e.TryLock(ctx, "job:7", atomicredis.LockOptions{TTL: 5 * time.Second})
 	if err != nil {
 		fmt.Println("busy:", err)
 		return
 	}
 	defer l.Unlock(ctx)
+	jobKey := l.Key("job") // "app:{job:7}:job": in the namespace, in the lock's slot
+	mr.HSet(jobKey, "status", "queued")
 	moved, err := redis.Int(l.Eval(ctx, moveJob, jobKey, "queued", "running"))
 	fmt.Println(moved, err, mr.HGet(jobKey, "status"))
 

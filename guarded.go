@@ -87,11 +87,23 @@ func (e *Engine) HashTag(name string) (string, error) {
 	return "{" + obj.name + "}", nil
 }
 
+// Key returns the key name for a guarded script of this lock:
+// "<namespace>{<lock>}:<name>", in the engine's namespace (so an ACL
+// pattern for the namespace covers it) after the lock's hash tag (so it
+// lives in the lock's slot on a cluster, as Eval requires). It returns ""
+// for a nil Lock.
+func (l *Lock) Key(name string) string {
+	if l == nil {
+		return ""
+	}
+	return l.obj.ns + "{" + l.obj.name + "}:" + name
+}
+
 // Eval runs s atomically with the check that this lock (an exclusive lock,
 // an election's leadership or a read-write lock's writer) is still held by
 // this holder: keysAndArgs are s's keys (each carrying the lock's HashTag
-// as its first {…}, checked here before sending, whatever the server), then
-// its arguments. It returns the body's reply; an error wrapping ErrNotHeld,
+// as its first {…}, checked here before sending, whatever the server; Key
+// builds such keys), then its arguments. It returns the body's reply; an error wrapping ErrNotHeld,
 // with nothing run, if the lock is no longer this holder's; an error
 // wrapping the Redis error if the body failed (what it wrote before the
 // failure stays: Redis does not roll back); ErrInvalid for a reader's hold,

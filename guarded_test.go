@@ -63,6 +63,33 @@ func TestGuarded_EvalGuardedByTheLock(t *testing.T) {
 	})
 }
 
+// Lock.Key builds a guarded script's key in the engine's namespace after
+// the lock's hash tag: Eval takes it as it is, on every server.
+func TestGuarded_Key(t *testing.T) {
+	t.Parallel()
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		l, err := e.TryLock(ctx, "sku:42", LockOptions{TTL: 5 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Unlock(ctx)
+		key := l.Key("stock")
+		if want := s.NS + "{sku:42}:stock"; key != want {
+			t.Fatalf("Key(stock) = %q, want %q", key, want)
+		}
+		if _, err := l.Eval(ctx, setIfMine, key, "7"); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := redis.String(s.Do("GET", key)); got != "7" {
+			t.Fatalf("the key Key built holds %q, want 7", got)
+		}
+		if k := (*Lock)(nil).Key("stock"); k != "" {
+			t.Errorf("a nil Lock's Key: %q, want empty", k)
+		}
+	})
+}
+
 // A body's error comes back wrapping Redis's, its writes before it stay; a
 // read lock guards nothing, a write lock does; keys must carry the tag.
 func TestGuarded_EvalErrorsAndReadWriteLocks(t *testing.T) {

@@ -352,11 +352,7 @@ func TestPing_ACLLeastPrivilege(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			tag, err := e.HashTag("job")
-			if err != nil {
-				return err
-			}
-			if _, err := l.Eval(ctx, aclGuarded, "orders:jobs:"+tag, "running"); err != nil {
+			if _, err := l.Eval(ctx, aclGuarded, l.Key("jobs"), "running"); err != nil { // the README's way
 				return err
 			}
 			return l.Unlock(ctx)

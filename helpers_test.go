@@ -35,7 +35,7 @@ func servers(t *testing.T, f func(t *testing.T, s *testserver.Server)) {
 	t.Run("redis", func(t *testing.T) {
 		addr := testserver.RedisAddr()
 		if addr == "" {
-			t.Skip("REDIS_ADDR not set: real-server run skipped")
+			testserver.Skip(t, "REDIS_ADDR not set: real-server run skipped")
 		}
 		f(t, testserver.Real(t, "redis", addr))
 	})
@@ -57,7 +57,7 @@ func clusterServer(t *testing.T) *testserver.Server {
 	t.Helper()
 	seeds := testserver.ClusterSeeds()
 	if len(seeds) == 0 {
-		t.Skip("REDIS_CLUSTER_ADDRS not set: multi-node cluster run skipped")
+		testserver.Skip(t, "REDIS_CLUSTER_ADDRS not set: multi-node cluster run skipped")
 	}
 	top, _, _ := strings.Cut(t.Name(), "/")
 	if why, ok := notOnCluster[top]; ok {

@@ -34,7 +34,11 @@ func TestMain(m *testing.M) {
 		flag.Set("test.parallel", "4")
 	}
 	if f := flag.Lookup("test.bench"); (f == nil || f.Value.String() == "") && !*marketTable {
-		goleak.VerifyTestMain(m) // tests pick their own servers; none leaves a goroutine behind
+		// Tests pick their own servers; none leaves a goroutine behind.
+		goleak.VerifyTestMain(m, goleak.Cleanup(func(code int) {
+			fmt.Print(testserver.Summary())
+			os.Exit(code)
+		}))
 	}
 	server, stop, err := bench.PickServer()
 	if err != nil {

@@ -68,7 +68,7 @@ func StartClusterNode(dir string, args ...string) (*Redis, error) {
 func PrivateRedis(t testing.TB, args ...string) *Redis {
 	t.Helper()
 	if _, err := exec.LookPath("redis-server"); err != nil {
-		t.Skip("no redis-server on PATH: this test needs a private server")
+		Skip(t, "no redis-server on PATH: this test needs a private server")
 	}
 	r, err := StartRedis(args...)
 	if err != nil {
@@ -93,7 +93,7 @@ func PrivateBuild(t testing.TB, name, env string) *Redis {
 	t.Helper()
 	bin := os.Getenv(env)
 	if bin == "" {
-		t.Skipf("%s not set: the %s run is skipped (.ci/run sets it from ../shared/servers/build.sh)", env, name)
+		Skip(t, fmt.Sprintf("%s not set: the %s run is skipped (.ci/run sets it from ../shared/servers/build.sh)", env, name))
 	}
 	dir, err := os.MkdirTemp("", "atomicredis-"+name)
 	if err != nil {

@@ -13,17 +13,17 @@ import (
 	"github.com/gomodule/redigo/redis"
 )
 
-var skipped sync.Map // reason -> *int (under skipMu)
-
-var skipMu sync.Mutex
+var (
+	skipMu  sync.Mutex
+	skipped = map[string]int{} // by reason
+)
 
 // Skip skips t for want of a server, saying why, and counts the reason for
 // Summary.
 func Skip(t testing.TB, reason string) {
 	t.Helper()
 	skipMu.Lock()
-	n, _ := skipped.LoadOrStore(reason, new(int))
-	*n.(*int)++
+	skipped[reason]++
 	skipMu.Unlock()
 	t.Skip(reason)
 }
@@ -55,14 +55,15 @@ func Summary() string {
 	skipMu.Lock()
 	defer skipMu.Unlock()
 	var reasons []string
-	skipped.Range(func(k, _ any) bool { reasons = append(reasons, k.(string)); return true })
+	for r := range skipped {
+		reasons = append(reasons, r)
+	}
 	sort.Strings(reasons)
 	if len(reasons) == 0 {
 		b.WriteString("skipped for want of a server: none\n")
 	}
 	for _, r := range reasons {
-		n, _ := skipped.Load(r)
-		fmt.Fprintf(&b, "skipped %d: %s\n", *n.(*int), r)
+		fmt.Fprintf(&b, "skipped %d: %s\n", skipped[r], r)
 	}
 	return b.String()
 }

@@ -110,6 +110,8 @@ var (
 		"BenchmarkOwnNames":    append(slices.Clone(lockers), floorC, floorCADC),
 		"BenchmarkHotName":     lockers,
 		"BenchmarkCrowd":       lockers,
+		"BenchmarkBudget": {rungEmptyC, rungArgsC, rungReadsC, rungLeaseC, rungFenceC, rungOursC,
+			rungLeanC, rungOneKeyC, atomicredisC, redislockC, floorCADC},
 	}
 )
 

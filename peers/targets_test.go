@@ -123,7 +123,7 @@ func sideNames(cts []contender) []string {
 func TestTargetsNameWhatRuns(t *testing.T) {
 	opUnits := []string{"ns/op", "ops/s", "allocs/op", "cmds/op", "srv-us/op", "cpu-us/op", "client-us/op"}
 	acqUnits := []string{"ns/op", "acq/s", "busiest%", "idle-clients", "gave-up/acq", "cmds/acq", "srv-us/acq", "cpu-us/acq", "client-us/acq"}
-	units := map[string][]string{"BenchmarkUncontended": opUnits, "BenchmarkOwnNames": opUnits, "BenchmarkHotName": acqUnits, "BenchmarkCrowd": acqUnits}
+	units := map[string][]string{"BenchmarkUncontended": opUnits, "BenchmarkOwnNames": opUnits, "BenchmarkHotName": acqUnits, "BenchmarkCrowd": acqUnits, "BenchmarkBudget": opUnits}
 	if len(units) != len(contendersOf) {
 		t.Errorf("units of %d experiments, contenders of %d", len(units), len(contendersOf))
 	}

@@ -1,0 +1,130 @@
+package peers
+
+// BenchmarkBudget measures the uncontended cycle's budget line by line
+// (docs/handoff.md): the same cycle as BenchmarkUncontended's, one
+// goroutine, TryLock + Unlock, through rungs of Lua that each add one
+// part of lock_acquire's and lock_release's common path, with the
+// library's keys and arguments, beside atomicredis itself, redislock and
+// floor-cad, in interleaved rounds:
+//
+//	go test -run '^$' -bench Budget -benchtime 3s
+//
+// The rungs (testdata/budget; "ours" is the library's own two scripts,
+// which return before their shared Lua):
+//
+//	empty   two EVALSHA of nothing, no keys, no arguments
+//	args    two EVALSHA of nothing, with lock_acquire's 5 keys and 7
+//	        arguments and lock_release's 4 and 4
+//	reads   and their reads: GET, EXISTS | GET, ZCARD
+//	lease   and the lease: SET PX | DEL
+//	fence   and the counter's INCR
+//	ours    and the counter's PEXPIRE: lock_acquire | lock_release
+//
+// and two designs, measured beside them: ours-lean-release, lock_release
+// without the queue's ZCARD (a waiter would mark the lock's value), and
+// onekey, one key a name for the fence, the holder and its lease's
+// deadline by the server's clock (GET, TIME, EXISTS, SET PX | GET, SET
+// KEEPTTL).
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+
+	"github.com/atomicredis/atomicredis/internal/bench"
+	"github.com/gomodule/redigo/redis"
+)
+
+var (
+	rungEmptyC = rungC("empty", "testdata/budget/empty.lua", "testdata/budget/empty.lua", false)
+	rungArgsC  = rungC("args", "testdata/budget/empty.lua", "testdata/budget/empty.lua", true)
+	rungReadsC = rungC("reads", "testdata/budget/reads_acquire.lua", "testdata/budget/reads_release.lua", true)
+	rungLeaseC = rungC("lease", "testdata/budget/lease_acquire.lua", "testdata/budget/lease_release.lua", true)
+	rungFenceC = rungC("fence", "testdata/budget/fence_acquire.lua", "testdata/budget/lease_release.lua", true)
+	rungOursC  = rungC("ours", "../scripts/lock_acquire.lua", "../scripts/lock_release.lua", true)
+
+	// Designs measured beside them (not the library's).
+	rungLeanC   = rungC("ours-lean-release", "../scripts/lock_acquire.lua", "testdata/budget/lean_release.lua", true)
+	rungOneKeyC = rungC("onekey", "testdata/budget/onekey_acquire.lua", "testdata/budget/onekey_release.lua", true)
+)
+
+// rungC is a rung of the budget: its acquire and release scripts (files),
+// run with the library's keys and arguments if keyed, else with none.
+func rungC(name, acquire, release string, keyed bool) contender {
+	return contender{"rung-" + name, []string{"evalsha", "eval"}, func(ns string) *lib { return rungLib(ns, acquire, release, keyed) }}
+}
+
+// rungTokens numbers the rungs' tokens, each as long as the library's.
+var rungTokens atomic.Int64
+
+func rungLib(ns, acquireFile, releaseFile string, keyed bool) *lib {
+	read := func(file string) string {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			panic(err) // the module's own files
+		}
+		return string(src)
+	}
+	keys := 0
+	if keyed {
+		keys = -1 // the count goes first, with the keys
+	}
+	acquire, release := redis.NewScript(keys, read(acquireFile)), redis.NewScript(keys, read(releaseFile))
+	pool := newRedigoPool()
+	return &lib{
+		try: func(ctx context.Context, name string) (unlock, error) {
+			tok := fmt.Sprintf("%08x-0000-4000-8000-%012x", rungTokens.Add(1), 0)
+			k := ns + "lock:{" + name + "}"
+			var acq, rel []any
+			if keyed {
+				acq = []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", "1000", lease.Milliseconds(), 86400000, "3408f1ee-81fa", ns + "wake:"}
+				rel = []any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, 86400000, ns + "wake:", "3408f1ee-81fa"}
+			}
+			c, err := pool.GetContext(ctx)
+			if err != nil {
+				return nil, err
+			}
+			defer c.Close()
+			v, err := acquire.DoContext(ctx, c, acq...)
+			if err != nil {
+				return nil, err
+			}
+			if vs, ok := v.([]any); ok && len(vs) > 0 { // {1, fence} if taken
+				v = vs[0]
+			}
+			if v != int64(1) { // the empty script's 1 too
+				return nil, fmt.Errorf("%w: %v", errNotObtained, v)
+			}
+			return func(ctx context.Context) error {
+				c, err := pool.GetContext(ctx)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				_, err = release.DoContext(ctx, c, rel...)
+				return err
+			}, nil
+		},
+		close: func() { pool.Close() },
+	}
+}
+
+// BenchmarkBudget: the rungs, atomicredis, redislock and floor-cad, one
+// goroutine, the caller's context.
+func BenchmarkBudget(b *testing.B) {
+	x := newExperiment(b)
+	x.Rounds = max(x.Rounds, 5)
+	x.Passes = 10
+	x.Show = []string{"ns/op", "ops/s", "srv-us/op", "cpu-us/op"}
+	cts := contendersOf[b.Name()]
+	libs := setup(x, cts)
+	for _, ct := range cts {
+		x.Add(ct.name, func(r *bench.Round) error {
+			cycle := tryCycle(libs[ct.name], "budget-"+ct.name) // a name each: onekey leaves its key
+			return cycles(r, ct.sent, 1, func(int) error { return cycle(context.Background()) })
+		})
+	}
+	x.Run()
+}

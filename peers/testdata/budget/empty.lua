@@ -1,0 +1,2 @@
+-- empty: nothing; the floor of an EVALSHA (budget_test.go)
+return 1

@@ -364,3 +364,26 @@ func TestChecker_HandoffLostInARestart(t *testing.T) {
 		t.Errorf("a grant while W holds, with the twin: %s, want Illegal", res)
 	}
 }
+
+// The same for a semaphore's waiter whose call, spanning the restart, ends
+// refused for want of a limit: it held the permits it was handed before
+// the restart, and a one-try call was refused then.
+func TestChecker_SemaphoreHandoffLostInARestart(t *testing.T) {
+	h := new(history).
+		seq(9, SemIn{Op: SetLimit, Name: "s", Limit: 2}, SemOut{Result: Ok}).
+		seq(0, sem(Acquire, "A", 2), SemOut{Result: Ok, Fence: 5})
+	h.tick += 2
+	waiter := porcupine.Operation{ClientId: 1, Input: sem(Acquire, "", 2), Call: h.tick, Output: SemOut{Result: No, NoLimit: true}}
+	h.seq(0, sem(Release, "A", 0), SemOut{Result: Ok}) // handed to the waiter
+	h.seq(2, sem(Acquire, "", 2), SemOut{Result: No})
+	h.seq(8, SemIn{Op: Restart}, SemOut{Result: Ok})
+	h.tick += 2
+	waiter.Return = h.tick
+	h.ops = append(h.ops, waiter)
+	if res, _ := Verdict(Semaphore(), h.ops, 10*time.Second); res != porcupine.Illegal {
+		t.Errorf("without the twin: %s, want Illegal", res)
+	}
+	if res, _ := Verdict(Semaphore(), AcrossRestarts(h.ops), 10*time.Second); res != porcupine.Ok {
+		t.Errorf("with the refused call's Unknown twin: %s, want Ok", res)
+	}
+}

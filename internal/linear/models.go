@@ -540,13 +540,16 @@ func has(set, w string) bool {
 	return false
 }
 
-// AcrossRestarts returns ops with, beside each grant (an acquisition
-// answered Ok) whose call spans a restart, an Unknown acquisition of the
-// same token in the same interval. A waiter may be handed the object by a
+// AcrossRestarts returns ops with, beside each acquisition answered (a
+// grant or a refusal) whose call spans a restart, an Unknown acquisition
+// of its token (a token of its own for a refusal) from the call until the
+// last restart it spans ended. A waiter may be handed the object by a
 // release before the restart, lose it in the restart without knowing,
-// and be granted it again after: the grant it returns is the second, and
-// the first held the object for a while (a one-try call refused then
-// meets a holder the history does not otherwise show).
+// and be granted it again after, or refused (a semaphore's limit lost):
+// what it returns comes after, and the first grant held the object for a
+// while (a one-try call refused then meets a holder the history does not
+// otherwise show). The twin ends with the restart, which voids it: later
+// it would only widen the checker's search.
 func AcrossRestarts(ops []porcupine.Operation) []porcupine.Operation {
 	var restarts []porcupine.Operation
 	for _, op := range ops {
@@ -554,34 +557,45 @@ func AcrossRestarts(ops []porcupine.Operation) []porcupine.Operation {
 			restarts = append(restarts, op)
 		}
 	}
-	out := ops
-	for _, op := range ops {
-		spans := false
+	out := append([]porcupine.Operation(nil), ops...)
+	for i, op := range ops {
+		end := int64(-1) // the last spanned restart's return
 		for _, r := range restarts {
-			spans = spans || op.Call < r.Return && op.Return > r.Call
+			if op.Call < r.Return && op.Return > r.Call {
+				end = max(end, min(r.Return, op.Return))
+			}
 		}
-		if !spans {
+		if end < 0 {
 			continue
 		}
+		own := fmt.Sprintf("twin-%d", i) // a refused call's twin holds as nobody else
+		var twin Input
 		var unknown any
 		switch in := op.Input.(type) {
 		case LockIn:
-			if o, ok := op.Output.(LockOut); ok && o.Result == Ok && (in.Op == Acquire || in.Op == Share) {
-				unknown = LockOut{Result: Unknown}
+			if o, ok := op.Output.(LockOut); ok && o.Result != Unknown && (in.Op == Acquire || in.Op == Share) {
+				if in.Token == "" {
+					in.Token = own
+				}
+				twin, unknown = in, LockOut{Result: Unknown}
 			}
 		case SemIn:
-			if o, ok := op.Output.(SemOut); ok && o.Result == Ok && in.Op == Acquire {
-				unknown = SemOut{Result: Unknown}
+			if o, ok := op.Output.(SemOut); ok && o.Result != Unknown && in.Op == Acquire {
+				if in.Token == "" {
+					in.Token = own
+				}
+				twin, unknown = in, SemOut{Result: Unknown}
 			}
 		case MultiIn:
-			if o, ok := op.Output.(MultiOut); ok && o.Result == Ok && in.Op == Acquire {
-				unknown = MultiOut{Result: Unknown}
+			if o, ok := op.Output.(MultiOut); ok && o.Result != Unknown && in.Op == Acquire {
+				if in.Token == "" {
+					in.Token = own
+				}
+				twin, unknown = in, MultiOut{Result: Unknown}
 			}
 		}
 		if unknown != nil {
-			extra := op
-			extra.Output = unknown
-			out = append(out, extra)
+			out = append(out, porcupine.Operation{ClientId: op.ClientId, Input: twin, Call: op.Call, Output: unknown, Return: end})
 		}
 	}
 	return out

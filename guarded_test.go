@@ -183,7 +183,7 @@ func TestGuarded_EvalUnderFaults(t *testing.T) {
 		es, proxy := faultyEngines(t, s, engines)
 		var f mutexFigures
 		var refused, writes, failedWrites atomic.Int64
-		f.underChaos(proxy, workers, target, func(w int) {
+		f.underChaos(proxy, workers, target, func() bool { return refused.Load() > 0 }, func(w int) {
 			e, ctx := es[w%engines], context.Background()
 			n := strconv.Itoa(rand.IntN(names))
 			l, err := e.Lock(ctx, "g"+n, LockOptions{TTL: 40 * time.Millisecond, Wait: 10 * time.Second})

@@ -683,7 +683,7 @@ func TestRW_UnderFaults(t *testing.T) {
 		var secMu sync.Mutex
 		var f mutexFigures
 		var writes atomic.Int64
-		f.underChaos(proxy, workers, target, func(w int) {
+		f.underChaos(proxy, workers, target, f.bitten, func(w int) {
 			e, ctx := es[w%engines], context.Background()
 			n := rand.IntN(names)
 			writer := rand.IntN(4) == 0

@@ -7,6 +7,7 @@ import (
 	"go/format"
 	"hash/crc32"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -114,6 +115,25 @@ func TestEmbed_Hashes(t *testing.T) {
 			t.Fatal(err)
 		}
 		if err := os.WriteFile("hashes.go", src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+var writeScripts = flag.String("write-scripts", "", "TestEmbed_WriteScripts: write each script as the engine sends it (libraries and wrappers put in) to DIR/<name>.lua, for peers/testdata/budget/ir.sh")
+
+// TestEmbed_WriteScripts writes each script as the engine sends it, with
+// -write-scripts DIR: the budget's instruction counts (docs/handoff.md)
+// run the library's own Lua, not a copy.
+func TestEmbed_WriteScripts(t *testing.T) {
+	if *writeScripts == "" {
+		t.Skip("skipped: -write-scripts DIR not given")
+	}
+	if err := os.MkdirAll(*writeScripts, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range everyScript {
+		if err := os.WriteFile(filepath.Join(*writeScripts, s.name+".lua"), []byte(s.src), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -20,11 +20,14 @@ package peers
 //	fence   and the counter's INCR
 //	ours    and the counter's PEXPIRE: lock_acquire | lock_release
 //
-// and two designs, measured beside them: ours-lean-release, lock_release
-// without the queue's ZCARD (a waiter would mark the lock's value), and
+// and designs, measured beside them: ours-lean-release, lock_release
+// without the queue's ZCARD (a waiter would mark the lock's value);
 // onekey, one key a name for the fence, the holder and its lease's
 // deadline by the server's clock (GET, TIME, EXISTS, SET PX | GET, SET
-// KEEPTTL).
+// KEEPTTL); xd and x1, the fence in the lock's value (GET, SET PX | GET,
+// SET PX), with every key declared or with the lock's alone. The same
+// lines, in instructions, which repeat from run to run where these
+// microseconds do not: testdata/budget/ir.sh.
 
 import (
 	"context"
@@ -48,18 +51,62 @@ var (
 	// Designs measured beside them (not the library's).
 	rungLeanC   = rungC("ours-lean-release", "../scripts/lock_acquire.lua", "testdata/budget/lean_release.lua", true)
 	rungOneKeyC = rungC("onekey", "testdata/budget/onekey_acquire.lua", "testdata/budget/onekey_release.lua", true)
+
+	// The fence in the lock's value ("- fence" when free, kept for the
+	// retention), each with its own keys and arguments: xd declares every
+	// key its slow path would touch, as the library must; x1 passes only
+	// the lock's (its other keys would be built in the script).
+	rungXDC = rungD("xd", "testdata/budget/xd_acquire.lua", "testdata/budget/xd_release.lua", formXD)
+	rungX1C = rungD("x1", "testdata/budget/x1_acquire.lua", "testdata/budget/x1_release.lua", formX1)
 )
+
+// A form is the keys and arguments a rung's scripts are called with.
+type form int
+
+const (
+	formNone form = iota // none
+	formLib              // the library's: lock_acquire's 5 keys and 7 arguments, lock_release's 4 and 4
+	formXD               // the library's keys, its constants packed: 5 keys and 4 arguments | 4 and 3
+	formX1               // the lock's key, the token and the lease | the token and the retention
+)
+
+// args are a rung's acquire and release arguments in form f, for lock key
+// k and token tok, the count of keys first.
+func (f form) args(k, tok, ns string) (acq, rel []any) {
+	ms, ret := lease.Milliseconds(), 86400000
+	switch f {
+	case formLib:
+		return []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", "1000", ms, ret, "3408f1ee-81fa", ns + "wake:"},
+			[]any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, ret, ns + "wake:", "3408f1ee-81fa"}
+	case formXD:
+		return []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", ms, "1000:86400000:3408f1ee-81fa:" + ns + "wake:"},
+			[]any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, ret, ns + "wake:3408f1ee-81fa"}
+	case formX1:
+		return []any{1, k, tok, ms}, []any{1, k, tok, ret}
+	}
+	return nil, nil
+}
 
 // rungC is a rung of the budget: its acquire and release scripts (files),
 // run with the library's keys and arguments if keyed, else with none.
 func rungC(name, acquire, release string, keyed bool) contender {
-	return contender{"rung-" + name, []string{"evalsha", "eval"}, func(ns string) *lib { return rungLib(ns, acquire, release, keyed) }}
+	f := formNone
+	if keyed {
+		f = formLib
+	}
+	return rungD(name, acquire, release, f)
+}
+
+// rungD is a rung or a design: its acquire and release scripts (files),
+// run with the keys and arguments of form f.
+func rungD(name, acquire, release string, f form) contender {
+	return contender{"rung-" + name, []string{"evalsha", "eval"}, func(ns string) *lib { return rungLib(ns, acquire, release, f) }}
 }
 
 // rungTokens numbers the rungs' tokens, each as long as the library's.
 var rungTokens atomic.Int64
 
-func rungLib(ns, acquireFile, releaseFile string, keyed bool) *lib {
+func rungLib(ns, acquireFile, releaseFile string, f form) *lib {
 	read := func(file string) string {
 		src, err := os.ReadFile(file)
 		if err != nil {
@@ -68,7 +115,7 @@ func rungLib(ns, acquireFile, releaseFile string, keyed bool) *lib {
 		return string(src)
 	}
 	keys := 0
-	if keyed {
+	if f != formNone {
 		keys = -1 // the count goes first, with the keys
 	}
 	acquire, release := redis.NewScript(keys, read(acquireFile)), redis.NewScript(keys, read(releaseFile))
@@ -77,11 +124,7 @@ func rungLib(ns, acquireFile, releaseFile string, keyed bool) *lib {
 		try: func(ctx context.Context, name string) (unlock, error) {
 			tok := fmt.Sprintf("%08x-0000-4000-8000-%012x", rungTokens.Add(1), 0)
 			k := ns + "lock:{" + name + "}"
-			var acq, rel []any
-			if keyed {
-				acq = []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", "1000", lease.Milliseconds(), 86400000, "3408f1ee-81fa", ns + "wake:"}
-				rel = []any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, 86400000, ns + "wake:", "3408f1ee-81fa"}
-			}
+			acq, rel := f.args(k, tok, ns)
 			c, err := pool.GetContext(ctx)
 			if err != nil {
 				return nil, err
@@ -94,7 +137,7 @@ func rungLib(ns, acquireFile, releaseFile string, keyed bool) *lib {
 			if vs, ok := v.([]any); ok && len(vs) > 0 { // {1, fence} if taken
 				v = vs[0]
 			}
-			if v != int64(1) { // the empty script's 1 too
+			if n, ok := v.(int64); !ok || n < 1 { // the empty script's 1 too, and the designs' fence
 				return nil, fmt.Errorf("%w: %v", errNotObtained, v)
 			}
 			return func(ctx context.Context) error {

@@ -22,7 +22,7 @@ package atomicredis
 //	errors.go         the sentinel errors and Error
 //	object.go         the object kinds and the object, which builds an object's keys and errors
 //	call.go           the one path into Redis: a pooled connection, EVALSHA, MOVED, WAIT, retries
-//	embed.go          the embedded scripts (scripts/*.lua, scripts/lib/*.lua) and how they load
+//	embed.go          the embedded scripts (scripts/*.lua, scripts/lib/*.lua, scripts/wrap/*.lua) and how they load
 //	options.go        the engine's options
 //	events.go         Event, the observer and the logger
 //	hook.go           Hook and Operation: each public call, with the caller's context

@@ -22,7 +22,7 @@ type tableHash struct {
 // its KEYS, ARGV and reply; the key count given here must match it
 // (TestEmbed_ScriptsDeclareTheirKeys checks).
 //
-//go:embed scripts/*.lua scripts/lib/*.lua
+//go:embed scripts/*.lua scripts/lib/*.lua scripts/wrap/*.lua
 var scriptFS embed.FS
 
 var (
@@ -131,35 +131,36 @@ func withLibraries(body string, libs []string) string {
 // own, so it cannot drift from the lock's; it is not listed in scripts.
 func loadObserved(name string, keyCount int, libs ...string) *script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
-	wrapper := observedWrapper
-	if name == "lock_owner" { // a proclamation: the leader's value, after how many times it proclaimed
-		wrapper = strings.Replace(wrapper, "local el_before", "ARGV[2] = el_proclaim(KEYS[1], ARGV[2])\nlocal el_before", 1)
+	prologue := ""
+	switch name {
+	case "lock_owner": // a proclamation: the leader's value, after how many times it proclaimed
+		prologue = wrapper("election_owner")
+	case "lock_acquire": // a campaign
+		prologue = wrapper("election_acquire")
 	}
-	if name == "lock_acquire" { // a campaign: ARGV[4] the lease, ARGV[5] the fence retention
-		// The guard writes: the queue's, the waiters' and the counter's
-		// types first.
-		wrapper = strings.Replace(wrapper, "local el_before", "redis.call('ZCARD', KEYS[3])\nredis.call('HLEN', KEYS[4])\n"+
-			"local _, el_err = counter_read(KEYS[2])\nif el_err then return el_err end\n"+
-			"el_guard(KEYS[1], KEYS[2], tonumber(ARGV[4]), ARGV[5])\nlocal el_before", 1)
-	}
-	src := withLibraries(wrapper, []string{"queue", "lock", "election"})
-	src = strings.Replace(src, "-- (script)\n", "local function el_body()\n"+inner+"\nend\n", 1)
+	src := strings.Replace(wrapper("election"), prologueLine, prologue, 1)
+	src = withLibraries(src, []string{"queue", "lock", "election"})
+	src = strings.Replace(src, scriptLine, inner, 1)
 	s := newScript(name+" (election)", keyCount+1, src)
 	everyScript = append(everyScript, s)
 	return s
 }
 
-// observedWrapper is loadObserved's Lua around a lock script.
-const observedWrapper = `-- (libraries)
--- (script)
-if redis.call('ZCARD', KEYS[#KEYS]) > 0 then -- the observers' type, before the first write
-  redis.call('GET', KEYS[2]) -- and the counter's, which their state reads after it
-end
-local el_before = redis.call('GET', KEYS[1])
-local el_reply = el_body()
-el_notify(KEYS[1], KEYS[2], KEYS[#KEYS], el_before)
-return el_reply
-`
+// wrapper is scripts/wrap/<name>.lua, a piece of Lua that goes around a
+// script or in front of it, without its header: the comment lines up to
+// the first blank line, which say what it is and where it goes.
+func wrapper(name string) string {
+	_, lua, _ := strings.Cut(embedded("scripts/wrap/"+name+".lua"), "\n\n")
+	return lua
+}
+
+// The places in a wrapper where a script (scriptLine), a prologue
+// (prologueLine) or a guarded script's body (bodyLine) go.
+const (
+	scriptLine   = "-- (script)"
+	prologueLine = "-- (prologue)\n"
+	bodyLine     = "-- (body)"
+)
 
 // libraryLine marks where a script wants its library functions.
 const libraryLine = "-- (libraries)\n"

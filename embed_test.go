@@ -53,6 +53,46 @@ func TestEmbed_ScriptsDeclareTheirKeys(t *testing.T) {
 	}
 }
 
+// TestEmbed_WrappersAreFiles holds scripts/wrap: each file opens with a
+// header naming it, ended by a blank line (not sent), and every piece of
+// its Lua between the places where a script, a prologue or a body goes is
+// in a script the engine sends (a guarded script's for the guards, which
+// reply the error guarded.go recognizes).
+func TestEmbed_WrappersAreFiles(t *testing.T) {
+	files, err := scriptFS.ReadDir("scripts/wrap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := NewGuardedScript(1, "return 1")
+	sent := []string{g.script.src, g.rw.src}
+	for _, s := range everyScript {
+		sent = append(sent, s.src)
+	}
+	for _, f := range files {
+		name := strings.TrimSuffix(f.Name(), ".lua")
+		src, _ := scriptFS.ReadFile("scripts/wrap/" + f.Name())
+		header, lua, ok := strings.Cut(string(src), "\n\n")
+		if !ok || !strings.HasPrefix(header, "-- "+name+" (") {
+			t.Errorf("scripts/wrap/%s: should open with a header naming it (\"-- %s (...\"), ended by a blank line", f.Name(), name)
+			continue
+		}
+		for _, line := range strings.Split(header, "\n") {
+			if !strings.HasPrefix(line, "--") {
+				t.Errorf("scripts/wrap/%s: the header's line %q is not a comment", f.Name(), line)
+			}
+		}
+		for _, piece := range strings.FieldsFunc(strings.NewReplacer(scriptLine, "\x00", prologueLine, "\x00", bodyLine, "\x00", libraryLine, "\x00").Replace(lua),
+			func(r rune) bool { return r == 0 }) {
+			if strings.TrimSpace(piece) != "" && !slices.ContainsFunc(sent, func(s string) bool { return strings.Contains(s, piece) }) {
+				t.Errorf("scripts/wrap/%s: %q is in no script the engine sends", f.Name(), piece)
+			}
+		}
+		if strings.HasPrefix(name, "guarded_") && name != "guarded_body" && !strings.Contains(lua, notHeldReply) {
+			t.Errorf("scripts/wrap/%s: does not reply notHeldReply (%q)", f.Name(), notHeldReply)
+		}
+	}
+}
+
 // After SCRIPT FLUSH the first EVALSHA answers NOSCRIPT; the engine loads
 // the script with SCRIPT LOAD and sends EVALSHA again. (internal/suite's
 // ScriptFlushLoadsAgain checks the calls work over every client; this

@@ -38,42 +38,20 @@ func NewGuardedScript(keyCount int, body string) *GuardedScript {
 	case strings.HasPrefix(strings.TrimLeft(body, " \t\r\n"), "#!"):
 		s.err = fmt.Errorf("a guarded script's body cannot have a shebang line: %w", ErrInvalid)
 	default:
-		s.script = newScript("guarded", keyCount+1, guardedLock+guardedBody(body))
-		s.rw = newScript("guarded (writer)", keyCount+1, guardedWriter+guardedBody(body))
+		s.script = newScript("guarded", keyCount+1, wrapper("guarded_lock")+guardedBody(body))
+		s.rw = newScript("guarded (writer)", keyCount+1, wrapper("guarded_writer")+guardedBody(body))
 	}
 	return s
 }
 
-// The guards: the lock (KEYS[1]) must be held by the token (ARGV[1]), else
-// the script replies notHeldReply and runs nothing of the body. A lock is
-// "token fence seq[ owner]"; a read-write lock's writer is a member of its
-// leases, with a deadline past the server's clock.
-const (
-	guardedLock = `local v = redis.call('GET', KEYS[1])
-if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
-  return redis.error_reply('` + notHeldReply + `')
-end
-`
-	guardedWriter = `local d = redis.call('ZSCORE', KEYS[1], ARGV[1])
-local t = redis.call('TIME')
-if not d or tonumber(d) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) then
-  return redis.error_reply('` + notHeldReply + `')
-end
-`
-	notHeldReply = "ATOMICREDIS_NOT_HELD the lock is not held by this token"
-)
+// notHeldReply is the error a guarded script replies when its lock is not
+// held by the token (scripts/wrap/guarded_lock.lua, guarded_writer.lua).
+const notHeldReply = "ATOMICREDIS_NOT_HELD the lock is not held by this token"
 
 // guardedBody runs body as a function of its own, with the caller's KEYS
 // and ARGV (the guard's key and token taken off the front).
 func guardedBody(body string) string {
-	return `local keys, argv = {}, {}
-for i = 2, #KEYS do keys[i - 1] = KEYS[i] end
-for i = 2, #ARGV do argv[i - 1] = ARGV[i] end
-local function body(KEYS, ARGV)
-` + body + `
-end
-return body(keys, argv)
-`
+	return strings.Replace(wrapper("guarded_body"), bodyLine, body, 1)
 }
 
 // HashTag returns the hash tag, "{name}", that every key a guarded script

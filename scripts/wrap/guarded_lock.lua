@@ -1,0 +1,10 @@
+-- guarded_lock (prologue): a guarded script's check that the lock
+-- (KEYS[1], "token fence seq[ owner]") is held by the token (ARGV[1]);
+-- else it replies the error guarded.go's notHeldReply names, and runs
+-- nothing of the body (scripts/wrap/guarded_body.lua follows it).
+-- This header, up to the blank line, is not sent.
+
+local v = redis.call('GET', KEYS[1])
+if not v or string.sub(v, 1, #ARGV[1] + 1) ~= ARGV[1] .. ' ' then
+  return redis.error_reply('ATOMICREDIS_NOT_HELD the lock is not held by this token')
+end

@@ -33,15 +33,15 @@ var (
 	scriptLockExtends = load("lock_extend_many", -1) // one key per lock (renew.go)
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
-	scriptLockInfo    = load("lock_info", 2, "queue")
+	scriptLockInfo    = load("lock_info", 2, "queue", "lock")
 	scriptLockForce   = load("lock_force", 4, "queue", "lock")
-	scriptLockOwner   = load("lock_owner", 1)
-	scriptLockAll     = load("lock_acquire_all", -1, "queue") // 4 keys a lock
+	scriptLockOwner   = load("lock_owner", 1, "queue", "lock")
+	scriptLockAll     = load("lock_acquire_all", -1, "queue", "lock") // 4 keys a lock
 
 	scriptElAcquire = loadObserved("lock_acquire", 5, "queue", "lock")
 	scriptElAbandon = loadObserved("lock_abandon", 5, "queue", "lock")
 	scriptElRelease = loadObserved("lock_release", 4, "queue", "lock")
-	scriptElOwner   = loadObserved("lock_owner", 2) // KEYS[2], the fence counter, is for the wrapper
+	scriptElOwner   = loadObserved("lock_owner", 2, "queue", "lock") // KEYS[2], the fence counter, is for the wrapper
 	scriptElObserve = load("election_observe", 3, "queue", "lock", "election")
 	scriptElLeader  = load("election_leader", 2, "queue", "lock", "election")
 

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strconv"
@@ -714,6 +715,72 @@ func TestLock_OwnerKeptByTheWatchdog(t *testing.T) {
 		time.Sleep(400 * time.Millisecond) // several extensions
 		if info := lockInfo(t, e, "w"); !info.Held || info.Owner != "dog" || info.Token != l.Token() {
 			t.Fatalf("after the watchdog's extensions: %+v, want held with Owner \"dog\"", info)
+		}
+	})
+}
+
+// The lock's value is built and parsed in scripts/lib/lock.lua (lock_value,
+// lock_parse); the common paths that inline it are held to those two here,
+// for owners with spaces, digits and any bytes: what lock_acquire's grant,
+// the watchdog's batch extension (lock_extend_many, on a server that is
+// not a cluster), Extend (lock_extend) and LockAll write reads back through lock_parse
+// (LockInfo) as written, and the inline check that a value opens with the
+// caller's token (lock_pttl, a guarded script, lock_release) agrees.
+func TestLock_ValueRoundTrip(t *testing.T) {
+	t.Parallel()
+	owners := []string{"", "o", " a  b ", "7 8 9", ownerBytes}
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		e, ctx := engine(s), ctxT(t)
+		check := func(step, name string, l *Lock, owner string) {
+			t.Helper()
+			info := lockInfo(t, e, name)
+			if !info.Held || info.Token != l.Token() || info.Fence != l.Fence() || info.Owner != owner {
+				t.Errorf("%s %q: LockInfo %+v, want held by %s, fence %d, owner %q", step, name, info, l.Token(), l.Fence(), owner)
+			}
+		}
+		locks := make([]*Lock, len(owners))
+		for i, owner := range owners {
+			l, err := e.TryLock(ctx, fmt.Sprint("v", i), LockOptions{TTL: 300 * time.Millisecond, Watchdog: true, Owner: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			locks[i] = l
+			check("after TryLock", fmt.Sprint("v", i), l, owner)
+		}
+		time.Sleep(350 * time.Millisecond) // the watchdog's extensions, a third of the TTL apart
+		body := NewGuardedScript(0, "return 'ran'")
+		for i, l := range locks {
+			name := fmt.Sprint("v", i)
+			check("after the watchdog's extensions", name, l, owners[i])
+			if err := l.Extend(ctx, 0); err != nil { // lock_extend's own
+				t.Fatal(err)
+			}
+			check("after Extend", name, l, owners[i])
+			if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
+				t.Errorf("TTL %q: %v, %v; want the lease left", name, ttl, err)
+			}
+			if got, err := redis.String(l.Eval(ctx, body)); err != nil || got != "ran" {
+				t.Errorf("Eval %q: %v, %v; want the body run", name, got, err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Errorf("Unlock %q: %v", name, err)
+			}
+			if info := lockInfo(t, e, name); info.Held {
+				t.Errorf("after Unlock %q: %+v, want free", name, info)
+			}
+		}
+		for i, owner := range owners { // one script over a server, a name at a time over a cluster's nodes
+			names := []string{fmt.Sprint("a", i), fmt.Sprint("b", i)}
+			ls, err := e.LockAll(ctx, names, LockOptions{Owner: owner})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j, l := range ls.Locks() {
+				check("after LockAll", names[j], l, owner)
+			}
+			if err := ls.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
 		}
 	})
 }

@@ -32,12 +32,10 @@ for i = 1, n do
   last[i] = v
 end
 local reply = {1}
+local owner = ARGV[3] ~= '' and ARGV[3] or nil
 for i = 1, n do
   local f = counter_next(KEYS[3 * n + i], last[i], ARGV[2])
-  local fence = fmt(f)
-  local value = ARGV[3 + i] .. ' ' .. fence .. ' 0'
-  if ARGV[3] ~= '' then value = value .. ' ' .. ARGV[3] end
-  redis.call('SET', KEYS[3 * i - 2], value, 'PX', ARGV[1])
+  redis.call('SET', KEYS[3 * i - 2], lock_value(ARGV[3 + i], f, '0', owner), 'PX', ARGV[1])
   reply[i + 1] = f
 end
 return reply

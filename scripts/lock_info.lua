@@ -4,11 +4,10 @@
 -- reply: {holder's token (false if free), its fence, its PTTL in ms, live
 -- waiters, the Owner stored with it ("" if none)}. A value that is not a
 -- lock's is free, as lock_acquire takes it (lib/lock.lua's lock_parse).
-local v = redis.call('GET', KEYS[1])
-local token, fence, owner, pttl = false, '0', '', -1
-local t, f, o = string.match(v or '', '^(%S+) (%d+) %d+ ?(.*)$')
-if t then
-  token, fence, owner = t, f, o
+-- (libraries)
+local token, fence, _, owner = lock_read(KEYS[1])
+local pttl = -1
+if token then
   pttl = redis.call('PTTL', KEYS[1])
 end
-return {token, fence, pttl, q_live(KEYS[2], now_ms()), owner}
+return {token or false, token and fmt(fence) or '0', pttl, q_live(KEYS[2], now_ms()), owner or ''}

@@ -3,16 +3,14 @@
 -- KEYS[1] lock ("token fence seq[ owner]")
 -- ARGV[1] token, ARGV[2] the new owner ("" for none)
 -- reply: 1 if stored, 0 if the caller no longer holds the lock.
-local v = redis.call('GET', KEYS[1])
-if not v then
-  return 0
-end
-local token, rest = string.match(v, '^(%S+) (%d+ %d+)')
+-- (libraries)
+local token, fence, seq = lock_read(KEYS[1])
 if token ~= ARGV[1] then
   return 0
 end
-if ARGV[2] ~= '' then
-  rest = rest .. ' ' .. ARGV[2]
+local owner = ARGV[2]
+if owner == '' then
+  owner = nil
 end
-redis.call('SET', KEYS[1], token .. ' ' .. rest, 'KEEPTTL')
+redis.call('SET', KEYS[1], lock_value(token, fence, fmt(seq), owner), 'KEEPTTL')
 return 1

@@ -69,14 +69,14 @@ end
 local function el_guard(lock, fence, lease, retention)
   local v = redis.call('GET', lock)
   if v then
-    local deadline = string.match(v, '^%- (%d+) 0$')
-    if deadline and tonumber(deadline) <= now_ms() then
+    local holder, deadline = lock_parse(v)
+    if holder == '-' and deadline <= now_ms() then
       redis.call('DEL', lock)
     end
     return
   end
   local _, err = counter_read(fence)
   if err or redis.call('EXISTS', fence) == 1 then return end
-  redis.call('SET', lock, '- ' .. fmt(now_ms() + lease) .. ' 0', 'PX', lease)
+  redis.call('SET', lock, lock_value('-', now_ms() + lease, '0'), 'PX', lease)
   redis.call('SET', fence, fmt(now_us()), 'PX', tonumber(retention) + lease)
 end

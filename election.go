@@ -71,7 +71,7 @@ func (e *Engine) Election(name string, o LockOptions) *Election {
 // Unlock resigns, SetOwner proclaims another value in the same term, and
 // Lost and Context end when the leadership is lost. Run the leader's work
 // under l.Context, and pass the term and token to what it writes (the
-// README's "Elections" says what a term guarantees across a failover).
+// docs/objects.md, "Elections", says what a term guarantees across a failover).
 func (el *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 	if el != nil && el.e.hooked() {
 		return hooked(el.e, ctx, Operation{ObjectElection, el.name, "Campaign"}, func(ctx context.Context) (*Lock, error) { return el.campaign(ctx, value) })

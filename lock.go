@@ -49,7 +49,7 @@ var errZeroHolding = &Error{Err: fmt.Errorf("a zero value, not one an engine ret
 // and publishes the grant on the waiter's engine's wake channel, so the
 // waiter returns as soon as the message arrives, with no further round
 // trip (it is confirmed in the background, or by TTL, Held, Extend or the
-// watchdog: see the README's Waiting section).
+// watchdog: see docs/locks.md, "Waiting").
 //
 // It returns an error wrapping ErrNotAcquired when the server kept the
 // caller queued until the wait ran out or ctx ended (then wrapping

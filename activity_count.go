@@ -11,14 +11,9 @@ import (
 )
 
 // CountActive returns how many ids were active in at least one of the
-// periods. It reads the periods' indexes (one round trip), then each
-// partition used in any of them: its tries (one round trip), then its ids
-// in scripts of a few ms each (SUNIONSTORE of sets, BITOP OR of bitmaps),
-// at most 8 scripts at once, in parallel across a cluster's nodes, and
-// adds up. Counts are exact. Each script's part is counted atomically;
-// every id marked before the count began is in it (a script whose buckets
-// a mark split since the plan is planned again), and marks made during the
-// count may or may not be. At least one period is required.
+// periods, exactly: every id marked before the count began is in it; marks
+// made during the count may or may not be. At least one period is
+// required. Its cost: "Activity" in the package doc.
 func (e *Engine) CountActive(ctx context.Context, group string, periods ...string) (int64, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectActivityGroup, group, "CountActive"}, func(ctx context.Context) (int64, error) { return e.countActive(ctx, group, "OR", periods) })

@@ -48,16 +48,12 @@ func (e *Engine) markActive(ctx context.Context, group, period string, id int64)
 	return err
 }
 
-// MarkActiveMany marks every id active in the group for period: scripts of
-// at most 250 ids per partition the ids fall in (up to 40 a round trip; at
-// most 8 round trips at once), and one per shard the engine knows is dense
-// (a run of bytes OR-ed in), after one that indexes the partitions the
-// engine has not indexed yet.
-// Each script's marks are atomic; if one fails the others' marks may stand:
-// the error then holds a *MarkError (errors.As) that says how many of the
-// ids are marked for certain, and calling again with the same ids marks
-// the rest (marking twice changes nothing). A negative id fails the
-// whole call before any I/O; with no ids it does nothing.
+// MarkActiveMany marks every id active in the group for period. If it
+// fails part way, some marks may stand: the error then holds a *MarkError
+// (errors.As) that says how many of the ids are marked for certain, and
+// calling again with the same ids marks the rest (marking twice changes
+// nothing). A negative id fails the whole call before any I/O; with no ids
+// it does nothing. Its cost: "Activity" in the package doc.
 func (e *Engine) MarkActiveMany(ctx context.Context, group, period string, ids ...int64) error {
 	if e.hooked() {
 		return hookedErr(e, ctx, Operation{ObjectActivityGroup, group, "MarkActiveMany"}, func(ctx context.Context) error { return e.markActiveMany(ctx, group, period, ids...) })

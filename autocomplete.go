@@ -130,13 +130,10 @@ func (e *Engine) members(ctx context.Context, s *script, set string, members []s
 
 // Suggest returns up to limit members of the named set that start with
 // prefix, compared as bytes, in byte order. The empty prefix matches every
-// member. A query never adds, removes or hides a member; it finds them with
-// the book's start and end markers, inserted and removed within its one
-// script, so it needs a writable server and a set whose members all have
-// score 0 (as AddMembers gives them). On Redis 7 and later the script is
-// flagged allow-oom, so a query answers even at maxmemory under noeviction;
-// Redis before 7 (and miniredis) refuse the flag, and there a query at
-// maxmemory fails with OOM like any write.
+// member. A query never adds, removes or hides a member, but it writes: it
+// needs a writable server and a set whose members all have score 0 (as
+// AddMembers gives them), and at maxmemory it may fail with OOM (see
+// "Autocomplete" in the package doc).
 func (e *Engine) Suggest(ctx context.Context, set, prefix string, limit int) ([]string, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectMemberSet, set, "Suggest"}, func(ctx context.Context) ([]string, error) { return e.suggest(ctx, set, prefix, limit) })

@@ -61,17 +61,12 @@ func (e *Engine) Election(name string, o LockOptions) *Election {
 }
 
 // Campaign waits in FIFO order behind the other candidates until this one
-// leads, or ctx ends (an error wrapping ErrNotAcquired and ctx.Err()).
-// When the election's term counter is gone (a new election, none for the
-// fence retention, or lost in a restart with a leader perhaps still
-// running), the first term waits one lease, the candidate's TTL (10 s at
-// DefaultTTL): a leader from before the loss may still act until then.
-// The leadership is a watchdog *Lock: its Owner is value (at most
-// MaxOwner bytes), its Fence the term, which grows with every leader;
-// Unlock resigns, SetOwner proclaims another value in the same term, and
-// Lost and Context end when the leadership is lost. Run the leader's work
-// under l.Context, and pass the term and token to what it writes (the
-// README's "Elections" says what a term guarantees across a failover).
+// leads, or ctx ends (an error wrapping ErrNotAcquired and ctx.Err()). A
+// new election's first term waits one lease, the candidate's TTL (see
+// "Elections" in the package doc). The leadership is a watchdog *Lock: its
+// Owner is value (at most MaxOwner bytes), its Fence the term; Unlock
+// resigns, SetOwner proclaims another value, and Lost and Context end when
+// the leadership is lost.
 func (el *Election) Campaign(ctx context.Context, value string) (*Lock, error) {
 	if el != nil && el.e.hooked() {
 		return hooked(el.e, ctx, Operation{ObjectElection, el.name, "Campaign"}, func(ctx context.Context) (*Lock, error) { return el.campaign(ctx, value) })
@@ -124,16 +119,10 @@ func (el *Election) leader(ctx context.Context) (Leader, error) {
 // Observe returns a channel that receives the election's state now, then
 // every change of leader or of its value (a zero Leader: none), and is
 // closed when ctx ends or the engine closes. A reader that falls behind
-// gets the latest state, never an older one after a newer. Nothing polls
-// in a loop: the scripts that change the election publish it to the
-// engine's one wake subscription (no connection per election or
-// observer); a lease that runs out with no script is seen when its TTL
-// ends, when the observer reads again; after the subscription was lost,
-// observers read again at once; and each Observe call renews its
-// engine's registration as an observer every 3 s (one script a call),
-// which reads the state too. With a bad name, a nil ctx or a closed
-// engine the channel is closed at once. Each call
-// runs a goroutine until its ctx ends.
+// gets the latest state, never an older one after a newer. With a bad
+// name, a nil ctx or a closed engine the channel is closed at once. Each
+// call runs a goroutine until its ctx ends. How it learns of changes:
+// "Elections" in the package doc.
 func (el *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 1)
 	obj, err := el.object()

@@ -160,14 +160,12 @@ func (e *Engine) usable() error {
 }
 
 // Close ends the engine's work. Waits under way end at once with an error
-// wrapping ErrClosed (a grant that reaches one later is passed on). Every
-// lock and permit the engine still holds is released, its watchdog
-// stopped first: its Lost closes, its contexts end with a cause wrapping
-// ErrClosed, the observer gets EventReleased; an Unlock or Release then
-// returns nil, its other calls ErrClosed. The releases are bounded by
-// ctx's deadline, or ReleaseTimeout if it has none; Close then waits,
-// until ctx ends, for the wake subscription and the background abandons.
-// An error names what did not finish. It is safe to call more than once.
+// wrapping ErrClosed, and every lock and permit the engine still holds is
+// released (its Lost closes; an Unlock or Release then returns nil, its
+// other calls ErrClosed), within ctx's deadline or ReleaseTimeout; then it
+// waits, until ctx ends, for its background work. An error names what did
+// not finish. It is safe to call more than once. See "Closing" in the
+// package doc.
 func (e *Engine) Close(ctx context.Context) error {
 	if e.hooked() {
 		return hookedErr(e, ctx, Operation{"", "", "Close"}, e.shutDown)

@@ -52,8 +52,8 @@ func Example_lock() {
 	defer l.Unlock(ctx)           // runs even if ctx is done by then
 	ctx, cancel := l.Context(ctx) // ends if the lock is lost
 	defer cancel()
-	// Hand Fence and Token to the guarded store with the write (see the
-	// README): a name's first fence is the server's clock in microseconds,
+	// Hand Fence and Token to the guarded store with the write (see
+	// docs/locks.md): a name's first fence is the server's clock in microseconds,
 	// each later one the last plus one.
 	fmt.Println("fence of 16 digits:", len(fmt.Sprint(l.Fence())) == 16, ctx.Err() == nil)
 	// Output: fence of 16 digits: true true

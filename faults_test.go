@@ -645,7 +645,7 @@ func TestFaults_ScriptFlushMidRun(t *testing.T) {
 
 // A restart of a private redis-server mid-run: operations fail while it is
 // down and all recover after. Locks do not survive (no persistence): the
-// single-node durability caveat in the README.
+// single-node durability caveat in docs/guarantees.md.
 func TestFaults_ServerRestart(t *testing.T) {
 	r := testserver.PrivateRedis(t)
 	pool := newPool(t, r.Addr())

@@ -78,14 +78,12 @@ func (l *Lock) Key(name string) string {
 }
 
 // Eval runs s atomically with the check that this lock (an exclusive lock,
-// an election's leadership or a read-write lock's writer) is still held by
-// this holder: keysAndArgs are s's keys (each carrying the lock's HashTag
-// as its first {…}, checked here before sending, whatever the server; Key
-// builds such keys), then its arguments. It returns the body's reply; an error wrapping ErrNotHeld,
-// with nothing run, if the lock is no longer this holder's; an error
-// wrapping the Redis error if the body failed (what it wrote before the
-// failure stays: Redis does not roll back); ErrInvalid for a reader's hold,
-// a key without the tag, or a script NewGuardedScript refused.
+// an election's leadership or a write hold) is still this holder's;
+// keysAndArgs are s's keys (built with Key), then its arguments. It returns
+// the body's reply; an error wrapping ErrNotHeld, with nothing run, if the
+// lock is no longer this holder's; an error wrapping the Redis error if the
+// body failed (what it wrote before stays); ErrInvalid for a reader's hold,
+// a key without the lock's HashTag, or a script NewGuardedScript refused.
 func (l *Lock) Eval(ctx context.Context, s *GuardedScript, keysAndArgs ...any) (any, error) {
 	if l != nil && l.e.hooked() {
 		return hooked(l.e, ctx, Operation{l.obj.kind.noun, l.obj.name, "Eval"}, func(ctx context.Context) (any, error) { return l.eval(ctx, s, keysAndArgs...) })

@@ -118,7 +118,7 @@ func TestHolding_LostNeverClosesWithoutWatchdog(t *testing.T) {
 	})
 }
 
-// No method of a nil holding panics (README, "Locks").
+// No method of a nil holding panics (docs/locks.md, "Locks").
 func TestHolding_Nil(t *testing.T) {
 	ctx := ctxT(t)
 	var l *Lock

@@ -13,26 +13,13 @@ import (
 // as "Lock", "Unlock", "Campaign" or "MarkActiveMany".
 type Operation struct{ Object, Name, Method string }
 
-// Hook sees each public call of an engine that does I/O, with the
-// caller's context: a tracer's way in (the module
-// github.com/atomicredis/atomicredis/atomicredisotel is one). Start runs as
-// the call begins and returns the context the call's commands run under
-// (a span's, so that the client's own spans of EVALSHA are its children
-// where the pool passes contexts on, as the goredis adapter does); End
-// runs as the call returns, with that context and the outcome as an
-// Event: EventAcquired or EventNotAcquired for an acquisition (Lock,
-// AcquireSemaphore, Campaign, LockAll and their Try forms), EventReleased
-// for a release that gave a holding back, EventDone for every other call
-// and for a release that failed; Err is the call's error and Wait how long
-// the call took. Every Start has its End: a call that panics (in a Pool,
-// say) gets EventDone with an Err saying so as the panic goes on.
-//
-// A Hook that also has an Observe(Event) method gets every Event the
-// observer of WithObserver gets (the outcomes of calls, what happens in
-// the background: renewals, losses, wake-ups, elections): the stream to
-// count from. Start, End and Observe run on the goroutine of the call or
-// of the background work, so they must be quick and must not call the
-// engine.
+// Hook sees each public call of an engine that does I/O, with the caller's
+// context: a tracer's way in (atomicredisotel is one). Start runs as the
+// call begins and returns the context the call's commands run under; End
+// runs as the call returns, with that context and the outcome as an Event.
+// Every Start has its End. A Hook with an Observe(Event) method also gets
+// every Event the observer gets. Its methods must be quick and must not
+// call the engine. See "Hooks" in the package doc.
 type Hook interface {
 	Start(ctx context.Context, op Operation) context.Context
 	End(ctx context.Context, op Operation, ev Event)

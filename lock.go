@@ -43,20 +43,13 @@ var errNilLock = &Error{Err: fmt.Errorf("nil lock: %w", ErrNotHeld)}
 // engine returned.
 var errZeroHolding = &Error{Err: fmt.Errorf("a zero value, not one an engine returned: %w", ErrNotHeld)}
 
-// Lock acquires the named lock, waiting up to o.Wait (default 10s) while
-// another holds it. Waiters queue on the server in arrival order; a
-// release hands the lock to the first live waiter inside its own script
-// and publishes the grant on the waiter's engine's wake channel, so the
-// waiter returns as soon as the message arrives, with no further round
-// trip (it is confirmed in the background, or by TTL, Held, Extend or the
-// watchdog: see the README's Waiting section).
-//
-// It returns an error wrapping ErrNotAcquired when the server kept the
-// caller queued until the wait ran out or ctx ended (then wrapping
-// ctx.Err() as well), and an error wrapping the failure, not
-// ErrNotAcquired, when the last attempt could not reach Redis (connection
-// refused, a timeout, CLUSTERDOWN...): a wait retries those until it runs
-// out.
+// Lock acquires the named lock, waiting up to o.Wait (default 10s) in
+// arrival order while another holds it (see "Waiting" in the package doc).
+// On success it returns the held *Lock. It returns an error wrapping
+// ErrNotAcquired when the server kept the caller queued until the wait ran
+// out or ctx ended (then wrapping ctx.Err() as well), and an error wrapping
+// the failure, not ErrNotAcquired, when the last attempt could not reach
+// Redis (connection refused, a timeout, CLUSTERDOWN...).
 func (e *Engine) Lock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectLock, name, "Lock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, lockOps, "", name, o, true) })
@@ -115,16 +108,11 @@ func (l *Lock) Token() string {
 }
 
 // Fence returns this holding's fencing token (0 for a nil lock). It grows
-// strictly with every acquisition of the lock's name, across engines and
-// processes: it is the last fence plus one while the name's counter lives
-// (WithFenceRetention after its last grant, 24h by default), and the
-// server's clock in microseconds when the counter is gone (after the
-// retention, or a restart without persistence), so fences are numbers of
-// 16 digits: keep them in a 64-bit column. Pass Fence and Token to the
-// resource the lock guards, which should admit a holder only if its fence
-// is higher than the highest it has seen, or equal with the same token. A
-// read-write lock's holds share one counter across readers and writers;
-// several readers' fences are valid at once (see RLock).
+// strictly with every acquisition of the lock's name, across engines,
+// processes, expiries and restarts, and has 16 digits: keep it in a 64-bit
+// column. Pass Fence and Token to the resource the lock guards, which
+// should admit a holder only if its fence is higher than the highest it has
+// seen, or equal with the same token (see "Fences" in the package doc).
 func (l *Lock) Fence() int64 {
 	if l == nil {
 		return 0
@@ -146,14 +134,10 @@ func (l *Lock) Lost() <-chan struct{} {
 }
 
 // Context returns a context derived from parent that is done when parent
-// is, when the lock is released, or when it is lost: for a watchdog
-// holder when an extension finds it gone or the lease runs out without
-// one; for a holder without a watchdog also at the lease's end as the lock
-// knows it now, less a tenth for the client's clock (its deadline; a later
-// Extend that lengthens the lease does not move it: call Context again;
-// one that shortens it ends it with the shorter lease). context.Cause says which
-// (a loss is an *Error wrapping ErrNotHeld). Run the guarded work under
-// it. For a nil lock it is done at once; a nil parent is taken as
+// is, when the lock is released, or when it is lost (without a watchdog,
+// at the lease's end: see "Leases" in the package doc). context.Cause says
+// which (a loss is an *Error wrapping ErrNotHeld). Run the guarded work
+// under it. For a nil lock it is done at once; a nil parent is taken as
 // context.Background().
 func (l *Lock) Context(parent context.Context) (context.Context, context.CancelFunc) {
 	if l == nil {

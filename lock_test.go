@@ -35,7 +35,7 @@ func TestLock_DefaultTTL(t *testing.T) {
 
 // Fences count up by one from 1 with each acquisition of a name: across
 // engines, for a waiter, and under contention, where waiting takes no
-// fence; permits likewise. The README promises only that fences grow
+// fence; permits likewise. docs/locks.md promises only that fences grow
 // strictly, which internal/suite checks over every client; this pins the
 // counter itself.
 func TestLock_FencesAreConsecutive(t *testing.T) {

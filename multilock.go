@@ -31,18 +31,12 @@ type MultiLock struct {
 }
 
 // LockAll takes every named lock (1 to MaxLockAll distinct names) or none,
-// waiting up to o.Wait in all (default 10s). First one attempt at all of
-// them: one script on a server that is not a cluster, one script a slot
-// (the slots at once) on a cluster. If a name is busy (held, or its queue
-// not empty), what was taken is given back, and the names are taken one
-// after another in a fixed order (by slot, then name), each waited for in
-// its FIFO queue while those taken are extended, so two LockAll calls over
-// the same names in any order never deadlock; then each is extended once
-// more (checked held, its lease started anew) before it returns. On
-// failure or a done ctx, whatever was taken is released before it returns.
-// A name held by another goroutine of the same engine is waited for, as
-// Lock waits; a goroutine that holds one of the names itself waits out its
-// Wait. o.Owner is stored with each lock; o.Watchdog extends each.
+// waiting up to o.Wait in all (default 10s); o.Owner is stored with each
+// lock, o.Watchdog extends each. Two LockAll calls over the same names in
+// any order never deadlock (see "Many locks" in the package doc). Errors
+// are as Lock's; on failure or a done ctx, whatever was taken is released
+// before it returns. A name held by another goroutine of the same engine
+// is waited for, as Lock waits.
 func (e *Engine) LockAll(ctx context.Context, names []string, o LockOptions) (*MultiLock, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectLock, joinNames(names), "LockAll"}, func(ctx context.Context) (*MultiLock, error) { return e.lockAll(ctx, names, o, true) })

@@ -313,8 +313,8 @@ func (f *refusingPool) GetContext(ctx context.Context) (redis.Conn, error) {
 	return f.p.GetContext(ctx)
 }
 
-// A LockAll that waits rides out a refused connection as Lock does (the
-// README: a wait retries it until it runs out): it goes on name by name,
+// A LockAll that waits rides out a refused connection as Lock does (see
+// docs/locks.md: a wait retries it until it runs out): it goes on name by name,
 // each retried, where its first try at all the names at once failed. A
 // TryLockAll reports it. (Before, LockAll gave up at once.)
 func TestMultiLock_RidesOutARefusedConnection(t *testing.T) {

@@ -57,16 +57,12 @@ func WithActivityTTL(d time.Duration) Option {
 }
 
 // WithReplicaAck makes every acquisition and extension wait until
-// replicas replicas have acknowledged it, for up to timeout: the script is
-// followed by WAIT replicas timeout on the same connection, in the same
-// round trip. With fewer acknowledgements an acquisition is abandoned and
-// returns an error wrapping ErrNotReplicated; Lock.Extend and Permit.Extend keep what
-// they set and return such an error too. This keeps a failover from
-// granting a lock a second time. replicas 0 turns it off (the default). A
-// negative replicas, a timeout under 1 ms with replicas > 0 (WAIT 0 would
-// block forever), or one at least as long as the call timeout (a WAIT cut
-// short leaves the outcome unknown) is rejected: every call then returns
-// ErrInvalid.
+// replicas replicas have acknowledged it, for up to timeout. With fewer,
+// an acquisition returns an error wrapping ErrNotReplicated and holds
+// nothing; Lock.Extend and Permit.Extend keep what they set and return such
+// an error too. replicas 0 turns it off (the default). A negative replicas,
+// or a timeout under 1 ms or at least the call timeout, makes every call
+// return ErrInvalid. See "Replica acknowledgement" in the package doc.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(e *Engine) {
 		switch {

@@ -9,16 +9,12 @@ import (
 // Ping: the options, the server (every primary of a cluster), the scripts
 // and the wake channel's rights, checked at startup or in a probe
 
-// Ping checks, once, what New cannot: it returns the error of an option
-// New rejected (wrapping ErrInvalid); then, on every primary the pool
-// reaches (the one server, or on a cluster, through a connection that
-// binds, each primary serving slots, as CLUSTER NODES names them), that the
-// server answers PING, that every script of the engine loads (SCRIPT LOAD:
-// the user may run them), and that the engine may publish on its wake
-// channel (a refused PUBLISH inside a script is ignored by design, so
-// without the channel rights waits would only be slow). Call it at startup,
-// or in a readiness probe. An error names the node and what failed, and
-// wraps the cause. A nil ctx is ErrInvalid.
+// Ping checks, once, what New cannot: it returns the error of an option New
+// rejected (wrapping ErrInvalid); then, on every primary the pool reaches,
+// that the server answers, that every script loads, and that the engine may
+// publish on its wake channel (see "Ping" in the package doc). Call it at
+// startup, or in a readiness probe. An error names the node and what
+// failed, and wraps the cause. A nil ctx is ErrInvalid.
 func (e *Engine) Ping(ctx context.Context) error {
 	if e.hooked() {
 		return hookedErr(e, ctx, Operation{"", "", "Ping"}, func(ctx context.Context) error { return e.ping(ctx) })

@@ -133,7 +133,7 @@ func TestPing_Reports(t *testing.T) {
 	}
 }
 
-// With the README's ACL rule Ping passes; without the wake channel's rights
+// With the ACL rule of docs/production.md Ping passes; without the wake channel's rights
 // it names the PUBLISH that was refused (inside a script that refusal is
 // ignored, and waits would only be slow); without SCRIPT LOAD it names
 // the script.
@@ -181,10 +181,10 @@ func TestPing_ChecksTheUsersRights(t *testing.T) {
 // aclGuarded is a write made through Lock.Eval: a hash's field.
 var aclGuarded = NewGuardedScript(1, "return redis.call('HSET', KEYS[1], 'status', ARGV[1])")
 
-// readmeACL is the ACL SETUSER line of the README, as fields.
+// readmeACL is the ACL SETUSER line of docs/production.md, as fields.
 func readmeACL(t *testing.T) []string {
 	t.Helper()
-	readme, err := os.ReadFile("README.md")
+	readme, err := os.ReadFile("docs/production.md")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -193,11 +193,11 @@ func readmeACL(t *testing.T) []string {
 			return strings.Fields(line)
 		}
 	}
-	t.Fatal("README.md has no ACL SETUSER orders line")
+	t.Fatal("docs/production.md has no ACL SETUSER orders line")
 	return nil
 }
 
-// The README's ACL rule is enough to run every object as the application
+// The ACL rule of docs/production.md is enough to run every object as the application
 // user (locks and read-write locks with waiting woken by the subscription,
 // semaphores, the admin calls, autocomplete, bitmaps, LockAll, weighted
 // permits, writes guarded by a lock, elections), and a user of another

@@ -16,7 +16,7 @@ import (
 )
 
 // defer l.Unlock(ctx) on a request context that was cancelled meanwhile
-// must still release the lock (README, "Locks": Unlock always tries).
+// must still release the lock (docs/locks.md, "Locks": Unlock always tries).
 func TestRelease_UnlockOnDoneContext(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e := engine(s)

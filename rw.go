@@ -16,18 +16,12 @@ var rwOps = &holdOps{kind: kindRW, suffixes: []string{"", ":holds", ":fence", ":
 	release: scriptRWRelease, extend: scriptRWExtend, pttl: scriptRWPTTL, owner: scriptRWOwner}
 
 // RLock takes a shared (read) hold of the named read-write lock, waiting up
-// to o.Wait (default 10s) while a writer holds it or is queued ahead of
-// the caller: a reader that arrives while a writer waits queues behind it,
-// so writers never starve. The hold is a *Lock with its own lease (o.TTL),
-// watchdog, Extend, TTL, Owner, SetOwner and Unlock; other readers' holds
-// are untouched by them (each stores its own o.Owner). Errors are as
-// Lock's.
-//
-// Readers share: several readers' fences are valid at once. A resource
-// guarded by the lock admits a reader whose fence is above the last
-// writer's it has seen, and a writer by the (fence, token) rule.
-//
-// A read-write lock "x" and a plain lock "x" are different objects.
+// to o.Wait (default 10s) while a writer holds it or is queued ahead of the
+// caller, so writers never starve. The hold is a *Lock with its own lease,
+// watchdog and Owner; other readers' holds are untouched by its calls.
+// Several readers' fences are valid at once (see "Fences" in the package
+// doc). Errors are as Lock's. A read-write lock "x" and a plain lock "x"
+// are different objects.
 func (e *Engine) RLock(ctx context.Context, name string, o LockOptions) (*Lock, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectReadWriteLock, name, "RLock"}, func(ctx context.Context) (*Lock, error) { return e.lock(ctx, rwOps, "r-", name, o, true) })

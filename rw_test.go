@@ -1,6 +1,6 @@
 package atomicredis
 
-// Read-write locks (README, "Read-write locks"): readers share,
+// Read-write locks (docs/objects.md, "Read-write locks"): readers share,
 // a writer holds alone, waiters are served in arrival order with a waiting
 // writer ahead of every reader that came after it, and every hold has its
 // own lease.
@@ -601,7 +601,7 @@ func rwViolations(secs []rwSection) (violations, peakReaders int) {
 }
 
 // rwResource is what a read-write lock guards, using the holders' fences
-// as the README says: a reader is admitted if its fence is above the last
+// as docs/objects.md says: a reader is admitted if its fence is above the last
 // writer's; a writer if its fence is above every fence seen, or equal with
 // the same token.
 type rwResource struct {

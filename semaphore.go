@@ -27,13 +27,9 @@ type SemaphoreOptions struct {
 	// Weight is how much of the limit the permit takes, as
 	// x/sync/semaphore's n: 0 means 1, a negative weight or one above
 	// 2^53 - 1 is ErrInvalid. Waiters are admitted strictly in arrival
-	// order, whatever their weights: a heavy waiter at the head of the
-	// queue waits for room, and those behind it wait behind it. A weight
-	// above the limit in force (the stored one, or Limit when none is
-	// stored) is refused with an error wrapping ErrInvalid, and nothing
-	// written; so is a waiter's when SetSemaphoreLimit lowers the limit
-	// under it (it is woken with the error, and leaves the queue). Weight 1
-	// costs nothing.
+	// order, whatever their weights. A weight above the limit in force is
+	// refused with an error wrapping ErrInvalid, nothing written (see
+	// "Semaphores" in the package doc).
 	Weight int
 }
 
@@ -53,21 +49,11 @@ var semOps = &holdOps{kind: kindSem, suffixes: []string{"", ":owner", ":counter"
 	release: scriptSemRelease, extend: scriptSemExtend, pttl: scriptSemPTTL, owner: scriptSemOwner}
 
 // AcquireSemaphore takes one permit of the named semaphore, for o.TTL
-// (default 10s) unless extended, waiting up to o.Wait (default 10s) for
-// one to come free. Waiters queue in arrival order and are handed permits
-// as Lock's waiters are handed the lock. Errors are as Lock's: one
-// wrapping ErrNotAcquired if no permit was the caller's in time. Permits
-// time out by the server's clock; the caller's clock decides only when
-// the holder stops trusting its permit (Lost), never who holds one.
-//
-// The limit is stored with the semaphore and rules: the first acquisition
-// stores its Limit, and while it is stored an acquisition with another
-// Limit follows the stored one; Limit 0 means "the stored limit" (an error
-// wrapping ErrInvalid if none is stored). A limit stored by an acquisition
-// goes with the last permit, so an idle semaphore takes a new one; one set
-// by SetSemaphoreLimit stays while the semaphore is idle, until the fence
-// retention. A stored limit that differs from o.Limit is reported once per
-// engine, name and stored limit: an EventLimitDiffers, logged at Warn.
+// (default 10s) unless extended, waiting up to o.Wait (default 10s) in
+// arrival order for one to come free. Errors are as Lock's: one wrapping
+// ErrNotAcquired if no permit was the caller's in time. The limit stored
+// with the semaphore rules over o.Limit; o.Limit 0 means the stored limit
+// (ErrInvalid if none is stored). See "Semaphores" in the package doc.
 func (e *Engine) AcquireSemaphore(ctx context.Context, name string, o SemaphoreOptions) (*Permit, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectSemaphore, name, "AcquireSemaphore"}, func(ctx context.Context) (*Permit, error) { return e.semaphore(ctx, name, o, true) })
@@ -205,14 +191,10 @@ func (e *Engine) semaphoreInfo(ctx context.Context, name string) (SemaphoreInfo,
 
 // SetSemaphoreLimit is an administrator's call: it stores limit (1 to
 // 2^53 - 1, else an error wrapping ErrInvalid) as the named semaphore's,
-// also while permits are held (a rolling deploy that changes the limit).
-// Raising it hands the new slots to queued
-// waiters at once; lowering it admits nobody until the holders are under
-// it (none is taken back), and refuses every waiter whose Weight is now
-// above it: each is woken and its call returns an error wrapping
-// ErrInvalid. The limit stays while the semaphore is idle,
-// until the fence retention has passed since this call or the last
-// permit granted.
+// also while permits are held. Raising it admits queued waiters at once;
+// lowering it takes no permit back, admits nobody until the holders are
+// under it, and makes every waiter whose Weight is above it return an error
+// wrapping ErrInvalid. See "Semaphores" in the package doc.
 func (e *Engine) SetSemaphoreLimit(ctx context.Context, name string, limit int) error {
 	if e.hooked() {
 		return hookedErr(e, ctx, Operation{ObjectSemaphore, name, "SetSemaphoreLimit"}, func(ctx context.Context) error { return e.setSemaphoreLimit(ctx, name, limit) })

@@ -69,7 +69,7 @@ func ClientVia(t testing.TB, seeds []string, via func(addr string) string) *redi
 	return c
 }
 
-// Pool is the README's wrapper: a *redisc.Cluster as an atomicredis.Pool.
+// Pool is the wrapper of docs/cluster.md: a *redisc.Cluster as an atomicredis.Pool.
 type Pool struct{ *redisc.Cluster }
 
 // GetContext returns a redisc connection, which binds to the node of the

@@ -1,10 +1,14 @@
-// The README quick start's database, for .ci/consumer, which puts this
-// file beside the quick start (as it is shown) in a package of its own: a
-// database/sql driver registered as "pgx", the name the quick start opens,
-// that keeps carts in memory and runs the quick start's one statement, the
-// (fence, token) rule, for real. Cart 7 starts as written by a holder with
-// a fence no lock of this run can reach, so that an order of cart 7 is
-// refused by the rule: the quick start must see that in RowsAffected.
+//go:build stubstore
+
+// The quick start's database for CI (.ci/consumer builds this program with
+// -tags stubstore and runs it against a real Redis): a database/sql driver
+// registered as "pgx", the name main.go opens, in place of pgx's
+// (driver.go), that keeps carts in memory and runs the quick start's one
+// statement, the (fence, token) rule, for real. A cart's row is made at its
+// first order, as new (schema.sql's defaults). Cart 7 starts as written by
+// a holder with a fence no lock of this run can reach, so that an order of
+// cart 7 is refused by the rule: the quick start must see that in
+// RowsAffected.
 package main
 
 import (

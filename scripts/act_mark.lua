@@ -31,7 +31,8 @@
 -- Work is counted in units of about a microsecond of the server's time
 -- (docs/activity.md): an id 2, and 8 more when its leaf is looked up; a
 -- command 1; a member a split reads 2 (4 above depth 41, where it is
--- parsed from all its digits), one a step copies 3. A script takes
+-- parsed from all its digits), one a step copies 3; a bitmap's bytes
+-- written, a unit a KiB. A script takes
 -- no further id once its work reaches ARGV[5], nor a step of a build, and
 -- a step takes no further leaf: a script's work is at most ARGV[5] and one
 -- undivided unit (a split, or a leaf copied).
@@ -240,13 +241,14 @@ local function densify(shard, hi, lo, resb)
 end
 
 -- A shard split below depth 41 that reaches the dense size is built: its
--- bitmap (the key of its node at depth 41, no bucket's) is made whole,
--- and the directory's 'v<node>' keeps a cursor, the offset below which
--- every id of the shard's buckets is in the bitmap too. A step copies the
--- buckets from the cursor on, whole, until the script's budget of ids is
--- spent; an id marked below the cursor is set in the bitmap as well as
--- added to its bucket. The buckets are what counts and IsActive read
--- until the last step, which deletes them and says 'd'.
+-- bitmap (the key of its node at depth 41, no bucket's) is made in its
+-- full room (begin), and the directory's 'v<node>' keeps a cursor, the
+-- offset below which every id of the shard's buckets is in the bitmap
+-- too. A step copies the buckets from the cursor on, whole, until the
+-- script's budget of ids is spent; an id marked below the cursor is set in
+-- the bitmap as well as added to its bucket. The buckets are what counts
+-- and IsActive read until the last step, which makes the bitmap whole,
+-- deletes them and says 'd'.
 
 -- building is a shard's cursor (nil: not known yet in this script, false:
 -- not being built), by node.
@@ -259,12 +261,21 @@ local function cursor(shard)
   return building[shard]
 end
 
+-- begin makes the shard's bitmap in jemalloc's 1 MiB class, v3's size,
+-- while it writes only half of its bytes: a string Redis grows below 1 MiB
+-- gets room for twice its new length, so one byte grown to 524,256 (bit
+-- 4,194,040 is in its last byte) gets 1,048,512 bytes, the whole shard.
+-- Writing the whole MiB in one script (fresh pages zeroed) took up to 5 ms;
+-- the other half is written by the marks and steps that reach it, and the
+-- rest by the last step (whole). A string made at 524,256 bytes rather
+-- than grown to it, or grown past 524,283, ends in a larger class (2 MiB).
 local function begin(shard)
   local key = prefix .. shard .. sfx
-  redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
+  redis.call('SETBIT', key, 7, 0)
+  redis.call('SETBIT', key, 4194040, 0)
   made(key)
   redis.call('HSET', dir, 'v' .. shard, 0)
-  work = work + 3
+  work = work + 3 + 512 -- a KiB written a unit
   building[shard] = 0
 end
 
@@ -284,11 +295,16 @@ local function step(shard, hi, lo, resb)
     local span = 2 ^ (64 - d)
     x = base + x - (base + x) % span + span - base -- the end of the leaf's range
   end
-  if x < 8388096 then
+  if x < 8388096 or work >= most_work then -- the switch waits for the next step
     building[shard] = x
     redis.call('HSET', dir, 'v' .. shard, x)
     return false
   end
+  -- whole: what the marks and the copies did not reach is written now,
+  -- within the room begin made (the string does not move); the last bit
+  -- may be an id's
+  work = work + 3 + (1048512 - redis.call('STRLEN', key)) / 1024
+  redis.call('SETBIT', key, 8388095, redis.call('GETBIT', key, 8388095))
   clear(shard, hi, lo, resb, false)
   building[shard] = false
   dense(shard)

@@ -832,6 +832,40 @@ func TestActivity_BitmapMadeInHalves(t *testing.T) {
 	})
 }
 
+// A step copies a leaf only if its work fits in what is left of the
+// script's, but a script that marks no id copies one whatever it costs,
+// and makes the bitmap whole: with work for less than a leaf, a shard's
+// building still ends, and counts stay exact.
+func TestActivity_StepsGoOnWithLittleWork(t *testing.T) {
+	smallTries(t, 4, 16)
+	old := activeWork.Swap(12) // an id's look-up; a leaf of 4 ids costs 21
+	t.Cleanup(func() { activeWork.Store(old) })
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		const shard = 9
+		var ids []int64
+		for o := range int64(40) {
+			ids = append(ids, shard*activeShardIDs+o*200_000)
+		}
+		if err := e.MarkActiveMany(ctx, "little", "p", ids...); err != nil {
+			t.Fatal(err)
+		}
+		pl := placeOf(shard * activeShardIDs)
+		prefix := e.group("little").partPrefix(pl.part())
+		if v, _ := redis.String(s.Do("HGET", dirKey(prefix, "p"), nodeOf(pl.h, 41).name())); v != "d" {
+			t.Errorf("the shard's directory entry %q after MarkActiveMany, want d", v)
+		}
+		if n, err := e.CountActive(ctx, "little", "p"); err != nil || n != int64(len(ids)) {
+			t.Errorf("CountActive: %d, %v; want %d", n, err, len(ids))
+		}
+		for _, id := range ids {
+			if ok, err := e.IsActive(ctx, "little", "p", id); !ok || err != nil {
+				t.Errorf("IsActive(%d): %v, %v; want true", id, ok, err)
+			}
+		}
+	})
+}
+
 // The scripts that make a shard dense make it whole: their last bit is the
 // engine's last offset in a shard.
 func TestActivity_ShardSizeInScripts(t *testing.T) {
@@ -1149,9 +1183,9 @@ func TestActivity_ShapesCount(t *testing.T) {
 	})
 }
 
-// A mark script takes no further id once its work reaches activeWork, and
-// the engine sends the rest in another: a script called alone with 30 ids
-// takes a few, and every shape, marked in scripts of a few ids each with
+// A mark script takes no further id once its work reaches activeWork, nor
+// an id whose bucket's split would take it past, and the engine sends the
+// rest in another: a script called alone with 30 ids takes a few, and every shape, marked in scripts of a few ids each with
 // splits and builds between them, still counts exactly.
 func TestActivity_WorkRunsOut(t *testing.T) {
 	smallTries(t, 8, 64)
@@ -1183,6 +1217,11 @@ func TestActivity_WorkRunsOut(t *testing.T) {
 			t.Fatalf("one script of %d ids with work for a few: reply %v, %v; want it to take 1 to %d", len(ps), vs, err, len(ps)-1)
 		}
 		t.Logf("one script of %d ids took %d", len(ps), vs[1])
+		// The bucket is full after 8 ids: the 9th would split it, and the
+		// split's work (about 47 here) does not fit in what is left.
+		if vs[1] != activeLeafIDs.Load() {
+			t.Errorf("one script of %d ids in an empty partition took %d; want %d, not the id whose split does not fit", len(ps), vs[1], activeLeafIDs.Load())
+		}
 		shapes := activityShapes(300)
 		for _, name := range shapeNames(shapes) {
 			for p, ids := range shapes[name](rand.New(rand.NewPCG(5, 5))) {

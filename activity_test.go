@@ -758,6 +758,114 @@ func TestActivity_MarkWhileBuilt(t *testing.T) {
 	})
 }
 
+// A shard's bitmap is made in its full room (jemalloc's 1 MiB class, as
+// v3's whole shard) with half its bytes written, and made whole by the
+// last step of its building, keeping an id on its last bit. A string grown
+// from half to whole without that room gets 2 MiB (Redis doubles a string
+// it grows below 1 MiB); one written whole at once costs a script the
+// whole MiB of fresh pages.
+func TestActivity_BitmapMadeInHalves(t *testing.T) {
+	smallTries(t, 4, 16) // a step: 4 ids
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		obj, err := e.object(kindActivity, "halves")
+		if err != nil {
+			t.Fatal(err)
+		}
+		const shard = 7
+		var offsets []int64 // 14 low, the one step's, then the shard's last two
+		for o := int64(1000); o <= 14000; o += 1000 {
+			offsets = append(offsets, o)
+		}
+		offsets = append(offsets, activeShardIDs-2, activeShardIDs-1)
+		var ps []place
+		for _, o := range offsets {
+			ps = append(ps, placeOf(shard*activeShardIDs+o))
+		}
+		slices.SortFunc(ps, func(a, b place) int { return cmp.Compare(a.h, b.h) })
+		part := ps[0].part()
+		deadline, err := e.indexParts(ctx, obj, "p", int64(part))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prefix := obj.partPrefix(part)
+		dir := dirKey(prefix, "p")
+		args := markArgs(dir, prefix, deadline, len(ps))
+		for _, pl := range ps {
+			args = append(args, pl.args()...)
+		}
+		if _, err := e.eval(ctx, obj, scriptActMark, args...); err != nil {
+			t.Fatal(err)
+		}
+		shardNode := nodeOf(ps[0].h, 41)
+		bitmap := leafKey(prefix, shardNode, "p")
+		if v, _ := redis.String(s.Do("HGET", dir, "v"+shardNode.name())); v == "" {
+			t.Fatalf("after 16 ids in one script the shard is not being built (its cursor: %q)", v)
+		}
+		if n, err := redis.Int64(s.Do("STRLEN", bitmap)); err != nil || n != 524256 {
+			t.Errorf("STRLEN of the bitmap being built: %d, %v; want 524,256 (half the shard's bytes)", n, err)
+		}
+		if done, err := e.build(ctx, obj, "p", []any{dir, prefix}, ps[0]); err != nil || !done {
+			t.Fatalf("build: %v, %v; want the shard dense", done, err)
+		}
+		if n, err := redis.Int64(s.Do("STRLEN", bitmap)); err != nil || n != activeShardIDs/8 {
+			t.Errorf("STRLEN of the dense bitmap: %d, %v; want %d (whole)", n, err, activeShardIDs/8)
+		}
+		if s.Mini == nil {
+			n, err := redis.Int64(s.Do("MEMORY", "USAGE", bitmap))
+			t.Logf("MEMORY USAGE of the dense bitmap: %d, %v", n, err)
+			if err != nil || n > 1<<20+1024 {
+				t.Errorf("MEMORY USAGE of the dense bitmap: %d, %v; want jemalloc's 1 MiB class (at most %d)", n, err, 1<<20+1024)
+			}
+		}
+		for _, o := range offsets {
+			if ok, err := e.IsActive(ctx, "halves", "p", shard*activeShardIDs+o); !ok || err != nil {
+				t.Errorf("IsActive(offset %d): %v, %v; want true", o, ok, err)
+			}
+		}
+		if ok, _ := e.IsActive(ctx, "halves", "p", shard*activeShardIDs+activeShardIDs-3); ok {
+			t.Error("IsActive(offset 8,388,093), never marked: true")
+		}
+		if n, err := e.CountActive(ctx, "halves", "p"); err != nil || n != int64(len(offsets)) {
+			t.Errorf("CountActive: %d, %v; want %d", n, err, len(offsets))
+		}
+	})
+}
+
+// A step copies a leaf only if its work fits in what is left of the
+// script's, but a script that marks no id copies one whatever it costs,
+// and makes the bitmap whole: with work for less than a leaf, a shard's
+// building still ends, and counts stay exact.
+func TestActivity_StepsGoOnWithLittleWork(t *testing.T) {
+	smallTries(t, 4, 16)
+	old := activeWork.Swap(12) // an id's look-up; a leaf of 4 ids costs 21
+	t.Cleanup(func() { activeWork.Store(old) })
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx, e := ctxT(t), engine(s)
+		const shard = 9
+		var ids []int64
+		for o := range int64(40) {
+			ids = append(ids, shard*activeShardIDs+o*200_000)
+		}
+		if err := e.MarkActiveMany(ctx, "little", "p", ids...); err != nil {
+			t.Fatal(err)
+		}
+		pl := placeOf(shard * activeShardIDs)
+		prefix := e.group("little").partPrefix(pl.part())
+		if v, _ := redis.String(s.Do("HGET", dirKey(prefix, "p"), nodeOf(pl.h, 41).name())); v != "d" {
+			t.Errorf("the shard's directory entry %q after MarkActiveMany, want d", v)
+		}
+		if n, err := e.CountActive(ctx, "little", "p"); err != nil || n != int64(len(ids)) {
+			t.Errorf("CountActive: %d, %v; want %d", n, err, len(ids))
+		}
+		for _, id := range ids {
+			if ok, err := e.IsActive(ctx, "little", "p", id); !ok || err != nil {
+				t.Errorf("IsActive(%d): %v, %v; want true", id, ok, err)
+			}
+		}
+	})
+}
+
 // The scripts that make a shard dense make it whole: their last bit is the
 // engine's last offset in a shard.
 func TestActivity_ShardSizeInScripts(t *testing.T) {
@@ -1075,9 +1183,9 @@ func TestActivity_ShapesCount(t *testing.T) {
 	})
 }
 
-// A mark script takes no further id once its work reaches activeWork, and
-// the engine sends the rest in another: a script called alone with 30 ids
-// takes a few, and every shape, marked in scripts of a few ids each with
+// A mark script takes no further id once its work reaches activeWork, nor
+// an id whose bucket's split would take it past, and the engine sends the
+// rest in another: a script called alone with 30 ids takes a few, and every shape, marked in scripts of a few ids each with
 // splits and builds between them, still counts exactly.
 func TestActivity_WorkRunsOut(t *testing.T) {
 	smallTries(t, 8, 64)
@@ -1109,6 +1217,11 @@ func TestActivity_WorkRunsOut(t *testing.T) {
 			t.Fatalf("one script of %d ids with work for a few: reply %v, %v; want it to take 1 to %d", len(ps), vs, err, len(ps)-1)
 		}
 		t.Logf("one script of %d ids took %d", len(ps), vs[1])
+		// The bucket is full after 8 ids: the 9th would split it, and the
+		// split's work (about 47 here) does not fit in what is left.
+		if vs[1] != activeLeafIDs.Load() {
+			t.Errorf("one script of %d ids in an empty partition took %d; want %d, not the id whose split does not fit", len(ps), vs[1], activeLeafIDs.Load())
+		}
 		shapes := activityShapes(300)
 		for _, name := range shapeNames(shapes) {
 			for p, ids := range shapes[name](rand.New(rand.NewPCG(5, 5))) {

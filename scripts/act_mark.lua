@@ -31,10 +31,14 @@
 -- Work is counted in units of about a microsecond of the server's time
 -- (docs/activity.md): an id 2, and 8 more when its leaf is looked up; a
 -- command 1; a member a split reads 2 (4 above depth 41, where it is
--- parsed from all its digits), one a step copies 3. A script takes
--- no further id once its work reaches ARGV[5], nor a step of a build, and
--- a step takes no further leaf: a script's work is at most ARGV[5] and one
--- undivided unit (a split, or a leaf copied).
+-- parsed from all its digits), one a step copies 3; a bitmap's bytes
+-- written, a unit a KiB. A script takes no further id once its work
+-- reaches ARGV[5], nor a step of a build, and a step takes no further
+-- leaf; nor does it take an id that may split a full bucket, copy a leaf,
+-- or make a bitmap whole, when that work would not fit in what is left,
+-- unless it is its first id, or the first leaf or switch of a script of
+-- steps alone. So a script's work is at most ARGV[5] and an id's or a
+-- switch's last commands, or one undivided unit alone (a split, a leaf).
 --
 -- Every key the period makes here expires at the deadline that the
 -- directory keeps ('t'), never later. A bucket's split and a shard's
@@ -156,6 +160,12 @@ local function place(d, node, entries)
   end
 end
 
+-- split_work is about the work of a split at depth d (its members read,
+-- parsed above depth 41, and written in new buckets).
+local function split_work(d)
+  return 10 + ((d >= 41 and 2 or 4) + 0.125) * (most + 1)
+end
+
 -- split splits the bucket at node (depth d) of key, which holds more than
 -- most ids. hi, lo: a place in the node; resb: the shard's base mod 10^12,
 -- for a node at depth 41 or below, whose members differ from hi, lo only
@@ -240,13 +250,14 @@ local function densify(shard, hi, lo, resb)
 end
 
 -- A shard split below depth 41 that reaches the dense size is built: its
--- bitmap (the key of its node at depth 41, no bucket's) is made whole,
--- and the directory's 'v<node>' keeps a cursor, the offset below which
--- every id of the shard's buckets is in the bitmap too. A step copies the
--- buckets from the cursor on, whole, until the script's budget of ids is
--- spent; an id marked below the cursor is set in the bitmap as well as
--- added to its bucket. The buckets are what counts and IsActive read
--- until the last step, which deletes them and says 'd'.
+-- bitmap (the key of its node at depth 41, no bucket's) is made in its
+-- full room (begin), and the directory's 'v<node>' keeps a cursor, the
+-- offset below which every id of the shard's buckets is in the bitmap
+-- too. A step copies the buckets from the cursor on, whole, until the
+-- script's budget of ids is spent; an id marked below the cursor is set in
+-- the bitmap as well as added to its bucket. The buckets are what counts
+-- and IsActive read until the last step, which makes the bitmap whole,
+-- deletes them and says 'd'.
 
 -- building is a shard's cursor (nil: not known yet in this script, false:
 -- not being built), by node.
@@ -259,36 +270,61 @@ local function cursor(shard)
   return building[shard]
 end
 
+-- begin makes the shard's bitmap in jemalloc's 1 MiB class, v3's size,
+-- while it writes only half of its bytes: a string Redis grows below 1 MiB
+-- gets room for twice its new length, so one byte grown to 524,256 (bit
+-- 4,194,040 is in its last byte) gets 1,048,512 bytes, the whole shard.
+-- Writing the whole MiB in one script (fresh pages zeroed) took up to 5 ms;
+-- the other half is written by the marks and steps that reach it, and the
+-- rest by the last step (whole). A string made at 524,256 bytes rather
+-- than grown to it, or grown past 524,283, ends in a larger class (2 MiB).
 local function begin(shard)
   local key = prefix .. shard .. sfx
-  redis.call('SETBIT', key, 8388095, 0) -- made whole at once, as v3's shards
+  redis.call('SETBIT', key, 7, 0)
+  redis.call('SETBIT', key, 4194040, 0)
   made(key)
   redis.call('HSET', dir, 'v' .. shard, 0)
-  work = work + 3
+  work = work + 3 + 512 -- a KiB written a unit
   building[shard] = 0
 end
 
 -- step copies buckets of the shard being built, from its cursor on, while
--- the budget lasts; it reports whether the shard is dense now. hi, lo: a
--- place in the shard; resb: the shard's base mod 10^12.
-local function step(shard, hi, lo, resb)
+-- the budget lasts and each leaf's work fits in what is left of the
+-- script's (the first leaf of a script that marks no id is copied
+-- whatever it costs: steps go on); it reports whether the shard is dense
+-- now. hi, lo: a place in the shard; resb: the shard's base mod 10^12;
+-- alone: the script marks no id.
+local function step(shard, hi, lo, resb, alone)
   local x, base, key = building[shard], lo - lo % SHARD, prefix .. shard .. sfx
+  local first = alone
   while x < 8388096 and budget > 0 and work < most_work do
     local d, node = act_leaf(dir, hi, base + x)
-    local members = redis.call('SMEMBERS', prefix .. node .. sfx)
+    local leaf = prefix .. node .. sfx
+    local n = redis.call('SCARD', leaf)
+    work = work + 9 -- the look-up's HGETs (at most 7) and SCARD
+    if work + 3 * n > most_work and not first then
+      break
+    end
+    first = false
+    local members = redis.call('SMEMBERS', leaf)
     for _, m in ipairs(members) do
       redis.call('SETBIT', key, (act_res(m) - resb) % 1e12, 1)
     end
     budget = budget - #members - 1 -- the leaf's look-up counts as an id
-    work = work + 8 + 3 * #members -- the look-up's HGETs (at most 7), SMEMBERS, a SETBIT a member
+    work = work + 3 * #members -- SMEMBERS and a SETBIT a member
     local span = 2 ^ (64 - d)
     x = base + x - (base + x) % span + span - base -- the end of the leaf's range
   end
-  if x < 8388096 then
+  -- whole: what the marks and the copies did not reach is written now,
+  -- within the room begin made (the string does not move)
+  local rest = x < 8388096 and 0 or 3 + (1048512 - redis.call('STRLEN', key)) / 1024
+  if x < 8388096 or work + rest > most_work and not first then -- the switch waits for a step
     building[shard] = x
     redis.call('HSET', dir, 'v' .. shard, x)
     return false
   end
+  work = work + rest
+  redis.call('SETBIT', key, 8388095, redis.call('GETBIT', key, 8388095)) -- the last bit may be an id's
   clear(shard, hi, lo, resb, false)
   building[shard] = false
   dense(shard)
@@ -320,7 +356,7 @@ end
 -- A batch comes sorted by h: the leaf of the id before is tried first.
 local reply, seen, last = {tonumber(deadline)}, {}, nil
 local built = {} -- shards being built that this script touched: {shard, hi, lo, resb, i}
-local taken = 0
+local taken, marked = 0, 0 -- marked: ids, not steps
 for i = 6, #ARGV, 3 do
   if work >= most_work and taken > 0 then
     break -- the caller sends the rest again
@@ -339,6 +375,7 @@ for i = 6, #ARGV, 3 do
       reply[#reply + 1] = pos
     end
   else
+    marked = marked + 1
     local l
     if compact and act_dense(compact, act_node(41, hi, lo)) then
       l = leafAt(41, act_node(41, hi, lo), 'd', hi, lo)
@@ -357,11 +394,18 @@ for i = 6, #ARGV, 3 do
     end
     last = l
     local d, shard = l.d, l.shard
+    if l.v ~= 'd' and not l.n then
+      l.n = redis.call('SCARD', l.key)
+      work = work + 1
+    end
+    if l.v ~= 'd' and l.n >= most and pos > 1 and work + split_work(d) > most_work then
+      taken = pos - 1 -- a split that may not fit: the caller sends this id again
+      break
+    end
     if l.v == 'd' then
       redis.call('SETBIT', l.key, lo % SHARD, 1)
     elseif redis.call('SADD', l.key, m) == 1 then
-      local n = l.n and l.n + 1 or redis.call('SCARD', l.key)
-      work = work + (l.n and 0 or 1)
+      local n = l.n + 1
       l.n = n
       if n == 1 then
         work = work + 4
@@ -408,8 +452,8 @@ for i = 6, #ARGV, 3 do
 end
 -- The shards being built: a step each while the budget lasts.
 local still = {}
-for _, b in ipairs(built) do
-  if budget > 0 and work < most_work and step(b[1], b[2], b[3], b[4]) then
+for i, b in ipairs(built) do
+  if budget > 0 and work < most_work and step(b[1], b[2], b[3], b[4], marked == 0 and i == 1) then
     reply[#reply + 1] = b[5]
   else
     still[#still + 1] = b[5]

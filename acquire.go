@@ -388,6 +388,9 @@ func (e *Engine) joined(w *waiting, at attempt, sent time.Time) {
 		e.observe(ev)
 	}
 	w.queued(at, sent)
+	if e.queuedHook != nil && at.arrival > 0 {
+		e.queuedHook(w.a.token, at.arrival)
+	}
 }
 
 // queued records an attempt that left the caller queued. A grant handed to
@@ -398,16 +401,8 @@ func (w *waiting) queued(at attempt, sent time.Time) {
 	w.g.queued, w.g.sent, w.rank = true, sent, at.rank
 	if at.arrival > 0 { // a new entry: a grant to an earlier one has lapsed
 		w.g.arrival = at.arrival
-		if queuedHook != nil {
-			queuedHook(w.a.token, at.arrival)
-		}
 	}
 }
-
-// queuedHook, when a test has set it before any engine runs, hears the
-// arrival number the server gave each new queue entry, by token: the
-// benchmarks hold the order clients see against the queue's own.
-var queuedHook func(token string, arrival int64)
 
 // await waits, queued, for a wake-up with the grant (handed), the time to
 // extend the entry, or the end of the wait (err). hint is how long the

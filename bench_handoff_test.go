@@ -295,29 +295,19 @@ func permitTaker(acquire func(ctx context.Context) (*Permit, error)) taker {
 var queuedAt sync.Map
 
 // arrivalOf holds, by token, the arrival number the server gave each
-// acquisition's first queue entry (queuedHook), while recordArrivals is
-// set (by queueingEngine: the other tests do not keep them).
-var (
-	arrivalOf      sync.Map
-	recordArrivals atomic.Bool
-)
-
-func init() {
-	queuedHook = func(token string, arrival int64) {
-		if recordArrivals.Load() {
-			arrivalOf.LoadOrStore(token, arrival)
-		}
-	}
-}
+// acquisition's first queue entry, heard by the engines queueingEngine
+// makes (Engine.queuedHook).
+var arrivalOf sync.Map
 
 // queueingEngine is env's engine with an observer that notes queuedAt.
 func (env *benchEnv) queueingEngine() *Engine {
-	recordArrivals.Store(true)
-	return New(env.Pool, WithNamespace(env.ns), WithObserver(func(ev Event) {
+	e := New(env.Pool, WithNamespace(env.ns), WithObserver(func(ev Event) {
 		if ev.Type == EventQueued {
 			queuedAt.Store(ev.Token, time.Now())
 		}
 	}))
+	e.queuedHook = func(token string, arrival int64) { arrivalOf.LoadOrStore(token, arrival) }
+	return e
 }
 
 func closeAll(engines ...*Engine) func() {
@@ -454,7 +444,7 @@ func earlier(a, b time.Time) time.Time {
 // did), apartMs that of all pairs: a pair told within microseconds of
 // each other may have reached the server in the other order. The server
 // says which: byServer is the share of the pairs out of order whose
-// arrival numbers (queuedHook) are out of that order too, and served the
+// arrival numbers (Engine.queuedHook) are out of that order too, and served the
 // share of acquisitions, in the order of their arrival numbers, whose call
 // returned after the one that arrived before it. allowed is the share of
 // the pairs, in the order their clients were told, that the server queued

@@ -209,6 +209,12 @@ func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack boo
 		timeout = e.callTimeout
 	}
 	key := routeKey(keysAndArgs)
+	var clock *int64 // a history test's call: the script clocked
+	if c := e.clocked[s]; c != nil {
+		if clock = clockOf(ctx); clock != nil {
+			s = c
+		}
+	}
 	for redirects := 0; ; redirects++ {
 		// redigo sends a command even on a done context, so check first.
 		if err := ctxErr(ctx); err != nil {
@@ -242,6 +248,11 @@ func (e *Engine) call(ctx context.Context, s *script, keysAndArgs []any, ack boo
 				return out, e.boundErr(timeout, time.Since(sent), "no reply", err)
 			}
 			return out, err
+		}
+		if clock != nil {
+			if out.reply, err = unclock(out.reply, clock); err != nil {
+				return out, err
+			}
 		}
 		switch {
 		case !ack:
@@ -402,4 +413,41 @@ const exhaustedPause = 2 * time.Millisecond
 // twice the last, up to most.
 func backoff(last, most time.Duration) time.Duration {
 	return min(max(2*last, 10*time.Millisecond), most)
+}
+
+// clockKey is the context key of withClock's slot.
+type clockKey struct{}
+
+// withClock is ctx carrying a slot where a call of an engine whose scripts
+// are clocked (Engine.clocked, for the history tests) stores the server's
+// clock in ms when its script began.
+func withClock(ctx context.Context, at *int64) context.Context {
+	return context.WithValue(ctx, clockKey{}, at)
+}
+
+func clockOf(ctx context.Context) *int64 {
+	at, _ := ctx.Value(clockKey{}).(*int64)
+	return at
+}
+
+// unclock takes a clocked script's reply apart: {clock, reply}. An error
+// the script replied comes back as the error the script alone would have
+// given.
+func unclock(reply any, at *int64) (any, error) {
+	v, _ := reply.([]any)
+	if len(v) == 0 || len(v) > 2 {
+		return nil, fmt.Errorf("unexpected clocked reply %v", reply)
+	}
+	ms, ok := v[0].(int64)
+	if !ok {
+		return nil, fmt.Errorf("unexpected clocked reply %v", reply)
+	}
+	*at = ms
+	if len(v) == 1 {
+		return nil, nil
+	}
+	if err, ok := v[1].(redis.Error); ok {
+		return nil, err
+	}
+	return v[1], nil
 }

@@ -249,6 +249,18 @@ func embedded(path string) string {
 	return string(src)
 }
 
+// clocked is s inside scripts/wrap/clocked.lua, for a history test's
+// engine (Engine.clocked): s unchanged as a function, its reply sent with
+// the server's clock when it began. It is not a file of its own, nor sent
+// by a user's engine, nor listed in scripts or everyScript.
+func clocked(s *script) *script {
+	keys, ok := s.keyCount.(int)
+	if !ok {
+		keys = -1
+	}
+	return newScript(s.name+" (clocked)", keys, strings.Replace(wrapper("clocked"), scriptLine, s.src, 1))
+}
+
 // loadFlagged loads a script a second time with a Redis 7 shebang line
 // carrying flags in front of it. The variant is not a file of its own, so
 // the two can never drift apart; it is not listed in scripts.

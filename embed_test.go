@@ -57,7 +57,8 @@ func TestEmbed_ScriptsDeclareTheirKeys(t *testing.T) {
 // header naming it, ended by a blank line (not sent), and every piece of
 // its Lua between the places where a script, a prologue or a body goes is
 // in a script the engine sends (a guarded script's for the guards, which
-// reply the error guarded.go recognizes).
+// reply the error guarded.go recognizes; a history test's engine's for
+// clocked).
 func TestEmbed_WrappersAreFiles(t *testing.T) {
 	files, err := scriptFS.ReadDir("scripts/wrap")
 	if err != nil {
@@ -66,6 +67,9 @@ func TestEmbed_WrappersAreFiles(t *testing.T) {
 	g := NewGuardedScript(1, "return 1")
 	sent := []string{g.script.src, g.rw.src}
 	for _, s := range everyScript {
+		sent = append(sent, s.src)
+	}
+	for _, s := range clockedLock { // sent by the history tests' engines only
 		sent = append(sent, s.src)
 	}
 	for _, f := range files {

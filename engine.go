@@ -80,13 +80,15 @@ type Engine struct {
 	hookObserve func(Event)   // WithHook's Observe, when it has one
 	logger      *slog.Logger  // WithLogger
 
-	id           string        // names this engine's wake channel
-	idArg        any           // id, as the scripts take it
-	wakeArg      any           // <ns>wake:, the channels' prefix, as the scripts take it
-	retentionArg any           // the fence retention in ms, as the scripts take it
-	clustered    atomic.Bool   // a script over several slots was refused (CROSSSLOT): LockAll goes one name at a time
-	queueTTL     time.Duration // a queue entry's lifetime unless extended
-	subIdle      time.Duration // how long the wake subscription outlives the last waiter
+	id           string                            // names this engine's wake channel
+	idArg        any                               // id, as the scripts take it
+	wakeArg      any                               // <ns>wake:, the channels' prefix, as the scripts take it
+	retentionArg any                               // the fence retention in ms, as the scripts take it
+	clustered    atomic.Bool                       // a script over several slots was refused (CROSSSLOT): LockAll goes one name at a time
+	queueTTL     time.Duration                     // a queue entry's lifetime unless extended
+	subIdle      time.Duration                     // how long the wake subscription outlives the last waiter
+	queuedHook   func(token string, arrival int64) // tests: hears the arrival number the server gave each new queue entry
+	clocked      map[*script]*script               // tests: scripts sent clocked instead (call.go's withClock)
 	wake         waker
 
 	mu         sync.Mutex

@@ -4,7 +4,9 @@ package atomicredis
 // several engines (each its own pool, all through one fault proxy that
 // delays and cuts) recorded by internal/linear and checked with porcupine
 // against a model of its object. Leases and queue entries last longer than
-// a run, so that no lease runs out by a clock the history cannot see; a
+// a run, so that no lease runs out by a clock the history cannot see, but
+// in TestLinear_Lease, whose calls learn the server's clock (clockedLock);
+// FIFO is held to the server's arrival numbers; a
 // call cut without an answer leaves its object possibly held, and the
 // names move on in windows, so that a name stuck that way does not stall
 // the run and no name's history grows past what the checker decides in
@@ -13,6 +15,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"os"
 	"strconv"
@@ -78,9 +81,10 @@ type linearRig struct {
 	names  int64 // names a window offers, if not linearWindow
 	ids    atomic.Int64
 
-	joined sync.Map // token -> when its caller was first told it was queued
-	mu     sync.Mutex
-	grants []linear.Grant // for FIFO
+	joined  sync.Map // token -> when its caller was first told it was queued
+	arrival sync.Map // token -> the arrival number the server gave its last queue entry
+	mu      sync.Mutex
+	grants  []linear.Grant // for FIFO
 }
 
 // newLinearRig makes engines engines in s's namespace, each with a pool of
@@ -97,6 +101,7 @@ func newLinearRig(t *testing.T, s *testserver.Server, engines int) *linearRig {
 			}
 		}))
 		e.queueTTL = linearLease
+		e.queuedHook = func(token string, arrival int64) { r.arrival.Store(token, arrival) }
 		t.Cleanup(func() { e.Close(context.Background()) })
 		r.es = append(r.es, e)
 	}
@@ -254,15 +259,19 @@ func TestLinear_Lock(t *testing.T) {
 // checkFIFO holds the run's grants against the order their callers were
 // told they were queued in (linear.FIFO); m describes the history.
 func (r *linearRig) checkFIFO(m porcupine.Model) {
-	queued := 0
+	queued, numbered := 0, 0
 	for i, g := range r.grants {
 		if at, ok := r.joined.Load(g.Token); ok {
 			r.grants[i].Joined = at.(time.Time)
 			queued++
 		}
+		if n, ok := r.arrival.Load(g.Token); ok {
+			r.grants[i].Arrival = n.(int64)
+			numbered++
+		}
 	}
 	bad := linear.FIFO(r.grants)
-	r.t.Logf("%s: FIFO: %d grants, %d of them after a wait in the queue, %d out of order", r.s.Name, len(r.grants), queued, len(bad))
+	r.t.Logf("%s: FIFO: %d grants, %d of them after a wait in the queue (%d with the server's arrival number), %d out of order", r.s.Name, len(r.grants), queued, numbered, len(bad))
 	for i, b := range bad {
 		if i == 5 {
 			break
@@ -272,14 +281,18 @@ func (r *linearRig) checkFIFO(m porcupine.Model) {
 			name, _, _ := strings.Cut(b, ":")
 			for _, g := range r.grants {
 				if g.Name == name {
-					r.t.Logf("  grant %s fence %d began %d µs, told queued %d µs", g.Token, g.Fence, g.Began.Sub(r.t0).Microseconds(), g.Joined.Sub(r.t0).Microseconds())
+					queued := "never queued"
+					if !g.Joined.IsZero() {
+						queued = fmt.Sprintf("told queued %d µs, arrival %d", g.Joined.Sub(r.t0).Microseconds(), g.Arrival)
+					}
+					r.t.Logf("  grant %s fence %d began %d µs, %s", g.Token, g.Fence, g.Began.Sub(r.t0).Microseconds(), queued)
 				}
 			}
 			r.t.Logf("its history:\n%s", linear.Describe(m, linear.Named(r.rec.Operations(), name)))
 		}
 	}
-	if queued == 0 && len(r.grants) >= 1000 {
-		r.t.Errorf("no grant of %d was queued first: FIFO was not tried", len(r.grants))
+	if (queued == 0 || numbered == 0) && len(r.grants) >= 1000 {
+		r.t.Errorf("of %d grants, %d were queued first and %d had an arrival number: FIFO was not tried", len(r.grants), queued, numbered)
 	}
 }
 
@@ -329,6 +342,116 @@ func lockCycle(c *linearClient) {
 		res := releaseResult(l.Unlock(ctx))
 		end(call, linear.LockIn{Op: linear.Release, Name: name, Token: l.Token()}, linear.LockOut{Result: res}, res)
 	}
+}
+
+// clockedLock is the lock scripts a lease run's engines send clocked
+// (embed.go's clocked): each call then learns the server's clock when its
+// script began, which decides whether a lease had run out.
+var clockedLock = map[*script]*script{
+	scriptLockAcquire: clocked(scriptLockAcquire),
+	scriptLockRelease: clocked(scriptLockRelease),
+	scriptLockExtend:  clocked(scriptLockExtend),
+}
+
+// leaseSlack is linear.Lease's slack on s: how far the clock a script
+// reads may be from the one that expires keys. A server reads one clock
+// for both; miniredis's keys expire by Realtime's FastForward, a tick apart
+// from its TIME, and a late tick (a loaded machine, -race) is long.
+func leaseSlack(s *testserver.Server) int64 {
+	if s.Mini != nil {
+		return 40
+	}
+	return 3
+}
+
+// TestLinear_Lease: leases that run out while their holders hold on. One
+// try to take a lock for 100 or 150 ms, a pause short of its end, about
+// at it or past it, an Extend now and then, and Unlock, by 3 clients on
+// each of 3 engines, each call clocked by the server (clockedLock); no
+// waiting Lock, whose handed leases end by a queue entry's deadline.
+func TestLinear_Lease(t *testing.T) {
+	testserver.Parallel(t)
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		r := newLinearRig(t, s, 3)
+		for _, e := range r.es {
+			e.clocked = clockedLock
+		}
+		var lapsed atomic.Int64
+		r.run(3, linearTarget(), func(c *linearClient) { leaseCycle(c, &lapsed) })
+		r.check("lease", linear.Lease(leaseSlack(s)))
+		t.Logf("%s: %d releases or extensions refused to a holder whose lease had run out", s.Name, lapsed.Load())
+		if lapsed.Load() == 0 && r.rec.Len() >= 10000 {
+			t.Errorf("no lease ran out under its holder: the leases were not tried")
+		}
+	})
+}
+
+// clockedCall runs f with a context whose script is clocked, and returns
+// the server's clock when it began (0: no answer said).
+func clockedCall(f func(ctx context.Context) error) (at int64, err error) {
+	err = f(withClock(context.Background(), &at))
+	return at, err
+}
+
+// holdFor pauses a holder of a lease of ttl: short of its end, about at
+// it, or past it.
+func holdFor(ttl time.Duration) {
+	switch rand.IntN(4) {
+	case 0:
+		time.Sleep(ttl - 20*time.Millisecond + rand.N(40*time.Millisecond))
+	case 1:
+		time.Sleep(ttl + rand.N(60*time.Millisecond))
+	default:
+		pause()
+	}
+}
+
+func leaseCycle(c *linearClient, lapsed *atomic.Int64) {
+	name := c.name("e")
+	ttl := time.Duration(100+50*rand.IntN(2)) * time.Millisecond
+	call := c.r.rec.Begin(c.id)
+	var l *Lock
+	at, err := clockedCall(func(ctx context.Context) (err error) {
+		l, err = c.e.TryLock(ctx, name, LockOptions{TTL: ttl})
+		return err
+	})
+	in := linear.LeaseIn{Op: linear.Acquire, Name: name, TTL: ttl.Milliseconds()}
+	switch classify(err, true) {
+	case granted:
+		in.Token = l.Token()
+		call.End(in, linear.LeaseOut{Result: linear.Ok, Fence: l.Fence(), At: at})
+	case refused:
+		call.End(in, linear.LeaseOut{Result: linear.No, At: at})
+		return
+	default:
+		in.Token = c.newID()
+		recordFailed(call, in, linear.LeaseIn{Op: linear.Abandon, Name: name, Token: in.Token},
+			linear.LeaseOut{Result: linear.Unknown}, linear.LeaseOut{Result: linear.Ok}, classify(err, true) == failedLate)
+		settle()
+		return
+	}
+	holdFor(ttl)
+	if rand.IntN(3) == 0 {
+		ttl = 100 * time.Millisecond
+		call := c.r.rec.Begin(c.id)
+		at, err := clockedCall(func(ctx context.Context) error { return l.Extend(ctx, ttl) })
+		res := releaseResult(err)
+		if res == linear.No {
+			lapsed.Add(1)
+		}
+		end(call, linear.LeaseIn{Op: linear.Extend, Name: name, Token: l.Token(), TTL: ttl.Milliseconds()}, linear.LeaseOut{Result: res, At: at}, res)
+		if res != linear.Ok {
+			return
+		}
+		holdFor(ttl)
+	}
+	call = c.r.rec.Begin(c.id)
+	at, err = clockedCall(l.Unlock)
+	res := releaseResult(err)
+	if res == linear.No {
+		lapsed.Add(1)
+	}
+	end(call, linear.LeaseIn{Op: linear.Release, Name: name, Token: l.Token()}, linear.LeaseOut{Result: res, At: at}, res)
 }
 
 // TestLinear_RW: readers (three in five) and writers, one try or a short

@@ -54,13 +54,13 @@ local queued = redis.call('ZCARD', k.q)
 if redis.call('EXISTS', KEYS[5]) == 1 then
   return {2}
 end
-local now = 0
+local now, now_micros = 0, nil
 if not holder then -- free: the caller takes it unless a live waiter is ahead
   local last, err = counter_read(k.fence)
   if err then return err end
   local head = nil
   if queued > 0 then
-    now = now_ms()
+    now, now_micros = now_ms()
     head = q_head(k.q, k.w, now)
   end
   if not head or head == token then
@@ -78,9 +78,9 @@ elseif ARGV[2] == '0' then
   return {0, redis.call('PTTL', k.lock), queued, 0}
 end
 if now == 0 then
-  now = now_ms()
+  now, now_micros = now_ms()
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', ARGV[8])
+local rank, arrival = q_join(k.q, k.w, token, now, now_micros, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', ARGV[8])
 local pttl = -1
 if holder and rank == 0 then
   pttl = redis.call('PTTL', k.lock) -- the head takes over when the lease ends

@@ -23,7 +23,8 @@
 -- never starve; a one-try caller never jumps a queue of live waiters.
 local k = {leases = KEYS[1], holds = KEYS[2], fence = KEYS[3], q = KEYS[4], w = KEYS[5],
   retention = ARGV[5], wake = ARGV[7]}
-local now, token, ttl, owner = now_ms(), ARGV[1], tonumber(ARGV[4]), ARGV[8]
+local now, now_micros = now_ms()
+local token, ttl, owner = ARGV[1], tonumber(ARGV[4]), ARGV[8]
 
 local lease = redis.call('ZSCORE', k.leases, token)
 if lease and tonumber(lease) > now then
@@ -93,5 +94,5 @@ end
 if ARGV[2] == '0' then
   return {0, hint, queued, 0}
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', owner)
+local rank, arrival = q_join(k.q, k.w, token, now, now_micros, tonumber(ARGV[3]), ARGV[6], queued, ARGV[2] == '2', owner)
 return {0, hint, rank, arrival}

@@ -38,7 +38,7 @@
 -- defined when it is needed. Nobody queued can be admitted then either.
 -- A one try it does not refuse goes on with what it read: the limit, the
 -- clock, and the live permits, which is what the purge leaves.
-local now, raw, live
+local now, now_micros, raw, live
 if ARGV[2] == '0' then
   raw = redis.call('GET', KEYS[4])
   local limit = raw and string.match(raw, '^%d+$') and tonumber(raw)
@@ -56,7 +56,7 @@ end
 -- (libraries)
 local k = {timeouts = KEYS[1], owner = KEYS[2], counter = KEYS[3], limit = KEYS[4], q = KEYS[5], w = KEYS[6],
   owners = KEYS[7]}
-now = now or now_ms()
+if not now then now, now_micros = now_ms() end
 local token, ttl, owner, weight = ARGV[1], tonumber(ARGV[4]), ARGV[9], tonumber(ARGV[10]) or 1
 if owner == '' then owner = nil end
 local mine = redis.call('ZSCORE', k.timeouts, token)
@@ -127,5 +127,5 @@ end
 if ARGV[2] == '0' then
   return {0, hint, st.queued, 0, limit, st.held}
 end
-local rank, arrival = q_join(k.q, k.w, token, now, tonumber(ARGV[3]), ARGV[6], st.queued, ARGV[2] == '2', owner, weight)
+local rank, arrival = q_join(k.q, k.w, token, now, now_micros, tonumber(ARGV[3]), ARGV[6], st.queued, ARGV[2] == '2', owner, weight)
 return {0, hint, rank, arrival, limit, st.held}

@@ -14,19 +14,22 @@ type Grant struct {
 	Fence       int64
 	Began       time.Time // when its call began
 	Joined      time.Time // when its caller was told it was queued; zero if never
+	Arrival     int64     // the arrival number the server gave its queue entry; 0 if it never queued
 }
 
-// FIFO says how each grant that broke arrival order did, a line each: a
-// call that began after a waiter was told it was queued, and was granted
-// before it (a handoff past the head of the queue, or a jump of it). The
-// waiters' queue entries must outlast the run, so that no waiter leaves the
-// queue but by its grant.
+// FIFO says how each grant that broke arrival order did, a line each. Two
+// orders are held:
 //
-// The order is the clients' clock's, not the server's arrival numbers: a
-// queue that empties and fills again within one millisecond of the
-// server's clock gives the new entry the number an earlier one had
-// (lib/queue.lua's q_join), so the numbers order only entries that were
-// queued together, which the history cannot tell.
+//   - the server's, between waiters: a waiter granted before one whose
+//     entry the server numbered earlier (a handoff past the head). The
+//     numbers grow across a name's whole history (lib/queue.lua's q_join),
+//     so any two entries of a name compare;
+//   - the clients' clock, for a call that never queued (or whose number
+//     is unknown): one that began after a waiter was told it was queued,
+//     and was granted before it (a jump of the queue).
+//
+// The waiters' queue entries must outlast the run, so that no waiter
+// leaves the queue but by its grant.
 func FIFO(grants []Grant) []string {
 	byName := map[string][]Grant{}
 	for _, g := range grants {
@@ -41,11 +44,19 @@ func FIFO(grants []Grant) []string {
 	for _, n := range names {
 		gs := byName[n]
 		for _, a := range gs { // a: a waiter queued ahead
-			if a.Joined.IsZero() {
+			if a.Joined.IsZero() && a.Arrival == 0 {
 				continue
 			}
 			for _, b := range gs {
-				if b.Fence < a.Fence && b.Began.After(a.Joined) {
+				if b.Fence >= a.Fence {
+					continue
+				}
+				switch {
+				case a.Arrival > 0 && b.Arrival > 0: // both queued: the server's order
+					if b.Arrival > a.Arrival {
+						out = append(out, fmt.Sprintf("%s: %s arrived after %s (the server's numbers %d, %d), and was granted fence %d before its %d", n, b.Token, a.Token, b.Arrival, a.Arrival, b.Fence, a.Fence))
+					}
+				case !a.Joined.IsZero() && b.Began.After(a.Joined):
 					out = append(out, fmt.Sprintf("%s: %s began %v after %s was told it was queued, and was granted fence %d before its %d", n, b.Token, b.Began.Sub(a.Joined), a.Token, b.Fence, a.Fence))
 				}
 			}

@@ -295,6 +295,8 @@ func Unknowns(ops []porcupine.Operation) int {
 			}
 		case SemOut:
 			r = out.Result
+		case LeaseOut:
+			r = out.Result
 		case MultiOut:
 			r = out.Result
 		case ElectionOut:

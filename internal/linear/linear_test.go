@@ -331,6 +331,28 @@ func TestChecker_FIFOHandoffPastTheHead(t *testing.T) {
 	}
 }
 
+// The server's order between waiters: a waiter granted before one the
+// server numbered earlier breaks FIFO, even when the clients' clocks cannot
+// tell (its call began before the other was told it was queued); grants in
+// the numbers' order, across a queue that emptied between them, do not.
+func TestChecker_FIFOByServerOrder(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	good := []Grant{
+		{Name: "x", Token: "A", Fence: 2, Began: at(0), Joined: at(3), Arrival: 1000000},
+		{Name: "x", Token: "B", Fence: 3, Began: at(1), Joined: at(2), Arrival: 1000001},
+		{Name: "x", Token: "C", Fence: 4, Began: at(9), Joined: at(9), Arrival: 1000050}, // the queue emptied before
+	}
+	if got := FIFO(good); len(got) != 0 {
+		t.Errorf("grants in the server's order: %q", got)
+	}
+	skipped := append(good[:0:0], good...)
+	skipped[0].Fence, skipped[1].Fence = 3, 2 // B handed it before A, numbered ahead
+	if got := FIFO(skipped); len(got) != 1 || !strings.Contains(got[0], "B arrived after A (the server's numbers 1000001, 1000000)") {
+		t.Errorf("a handoff past the head, which the clients' clocks miss: %q", got)
+	}
+}
+
 // A waiter handed the lock just before a restart loses it there unaware
 // and is granted it again after: a one-try call between the handoff and
 // the restart is refused by a holder the calls do not show. The grant
@@ -385,5 +407,61 @@ func TestChecker_SemaphoreHandoffLostInARestart(t *testing.T) {
 	}
 	if res, _ := Verdict(Semaphore(), AcrossRestarts(h.ops), 10*time.Second); res != porcupine.Ok {
 		t.Errorf("with the refused call's Unknown twin: %s, want Ok", res)
+	}
+}
+
+func ls(op Op, tok string, ttl int64) LeaseIn {
+	return LeaseIn{Op: op, Name: "x", Token: tok, TTL: ttl}
+}
+
+// A lease runs out by the server's clock: another may take the lock once it
+// ended, and the holder's release or extension is refused then; before
+// it ended, neither. Planted: a lease honoured after its end (a release
+// answered Ok 100 ms after it), a lock granted while the lease runs, an
+// extension that did not move the end, each Illegal.
+func TestChecker_LeaseRunsOutByTheServersClock(t *testing.T) {
+	const slack = 5
+	good := new(history).
+		seq(0, ls(Acquire, "A", 100), LeaseOut{Result: Ok, Fence: 1, At: 1000}).
+		seq(1, ls(Acquire, "B", 100), LeaseOut{Result: No, At: 1050}).
+		seq(0, ls(Extend, "A", 100), LeaseOut{Result: Ok, At: 1090}).
+		seq(1, ls(Acquire, "B", 100), LeaseOut{Result: No, At: 1150}). // the extension holds it
+		seq(1, ls(Acquire, "B", 100), LeaseOut{Result: Ok, Fence: 2, At: 1200}).
+		seq(0, ls(Release, "A", 0), LeaseOut{Result: No, At: 1210}).
+		seq(1, ls(Release, "B", 0), LeaseOut{Result: Ok, At: 1250})
+	if res := verdict(t, Lease(slack), good); res != porcupine.Ok {
+		t.Errorf("leases kept and run out: %s, want Ok", res)
+	}
+	for _, c := range []struct {
+		what string
+		bad  *history
+	}{
+		{"a release answered Ok after the lease ended", new(history).
+			seq(0, ls(Acquire, "A", 100), LeaseOut{Result: Ok, Fence: 1, At: 1000}).
+			seq(0, ls(Release, "A", 0), LeaseOut{Result: Ok, At: 1200})},
+		{"a grant while the lease runs", new(history).
+			seq(0, ls(Acquire, "A", 100), LeaseOut{Result: Ok, Fence: 1, At: 1000}).
+			seq(1, ls(Acquire, "B", 100), LeaseOut{Result: Ok, Fence: 2, At: 1080})},
+		{"a refusal after the lease ended", new(history).
+			seq(0, ls(Acquire, "A", 100), LeaseOut{Result: Ok, Fence: 1, At: 1000}).
+			seq(1, ls(Acquire, "B", 100), LeaseOut{Result: No, At: 1120})},
+		{"an extension that did not move the end", new(history).
+			seq(0, ls(Acquire, "A", 100), LeaseOut{Result: Ok, Fence: 1, At: 1000}).
+			seq(0, ls(Extend, "A", 100), LeaseOut{Result: Ok, At: 1090}).
+			seq(1, ls(Acquire, "B", 100), LeaseOut{Result: Ok, Fence: 2, At: 1150})},
+	} {
+		if res := verdict(t, Lease(slack), c.bad); res != porcupine.Illegal {
+			t.Errorf("%s: %s, want Illegal", c.what, res)
+		}
+	}
+	// Within the slack of the end, either answer is right; an answer nobody
+	// saw leaves the end unknown.
+	edge := new(history).
+		seq(0, ls(Acquire, "A", 100), LeaseOut{Result: Ok, Fence: 1, At: 1000}).
+		seq(1, ls(Acquire, "B", 100), LeaseOut{Result: No, At: 1103}).
+		seq(0, ls(Extend, "A", 100), LeaseOut{Result: Unknown}).
+		seq(1, ls(Acquire, "B", 100), LeaseOut{Result: Ok, Fence: 2, At: 1150})
+	if res := verdict(t, Lease(slack), edge); res != porcupine.Ok {
+		t.Errorf("within the slack, and after an extension with no answer: %s, want Ok", res)
 	}
 }

@@ -21,9 +21,10 @@ const (
 	Read               // IsLocked, SemaphoreHolders, Leader
 	SetLimit           // SetSemaphoreLimit
 	Restart            // the server restarted without persistence: every holding is lost
+	Extend             // Extend: a new lease for a holding
 )
 
-var opNames = [...]string{"acquire", "share", "release", "abandon", "read", "setlimit", "restart"}
+var opNames = [...]string{"acquire", "share", "release", "abandon", "read", "setlimit", "restart", "extend"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -127,6 +128,8 @@ func release[S any](s S, mine bool, op Op, res Result, freed S) []S {
 func fenceOf(s any) int64 {
 	switch s := s.(type) {
 	case lockState:
+		return s.fence
+	case leaseState:
 		return s.fence
 	case rwState:
 		return s.fence

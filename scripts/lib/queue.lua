@@ -20,9 +20,12 @@
 -- out before (each grant takes more than a microsecond), as long as the
 -- clock has not stepped back further than the retention covers.
 
+-- now_ms returns the server's clock in ms, and in microseconds (for
+-- q_join's arrival numbers).
 local function now_ms()
   local t = redis.call('TIME')
-  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local s, us = tonumber(t[1]), tonumber(t[2])
+  return s * 1000 + math.floor(us / 1000), s * 1000000 + us
 end
 
 local function now_us()
@@ -139,13 +142,15 @@ end
 -- caller read it. Returns the rank (0 = head; for a new entry, the number
 -- of entries ahead of it, lapsed ones included) and, for a new entry, the
 -- arrival number (0 for an extension). An arrival number is the last one
--- plus one, and at least the server's clock in ms times 1000, so that no
--- entry of a token ever gets the number of an earlier one (a wake-up names
--- the entry it was for). owner (nil: none) goes with the entry, for the
+-- plus one, and at least the server's clock in microseconds (now_micros,
+-- as now_ms read it with now), so that no entry of a name ever gets the number of an
+-- earlier one, even after the queue emptied (a script takes more than a
+-- microsecond): a wake-up names the entry it was for, and the numbers
+-- give the order of arrival across the name's whole history. owner (nil: none) goes with the entry, for the
 -- holding it may be handed, and so does weight (nil or 1: none). The entry
 -- is written first: the waiters hash's type is checked by that first
 -- write, before the queue's.
-local function q_join(q, w, token, now, entry_ms, engine, queued, extend, owner, weight)
+local function q_join(q, w, token, now, now_micros, entry_ms, engine, queued, extend, owner, weight)
   local entry = fmt(now + entry_ms)
   if weight and weight > 1 then entry = entry .. 'w' .. fmt(weight) end
   entry = entry .. ' ' .. engine
@@ -157,7 +162,7 @@ local function q_join(q, w, token, now, entry_ms, engine, queued, extend, owner,
   end
   if not rank then
     local last = queued > 0 and redis.call('ZRANGE', q, -1, -1, 'WITHSCORES')[2]
-    arrival = math.max((tonumber(last) or 0) + 1, now * 1000)
+    arrival = math.max((tonumber(last) or 0) + 1, now_micros or now * 1000)
     if redis.call('ZADD', q, 'NX', fmt(arrival), token) == 1 then
       rank = queued
     else

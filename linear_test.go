@@ -463,6 +463,7 @@ func TestLinear_RW(t *testing.T) {
 		r.window = rwWindow
 		r.run(3, linearTarget(), rwCycle)
 		r.check("rw", linear.RW())
+		r.checkFIFO(linear.RW())
 	})
 }
 
@@ -474,6 +475,7 @@ func rwCycle(c *linearClient) {
 	if reader {
 		op = linear.Share
 	}
+	began := time.Now()
 	call := c.r.rec.Begin(c.id)
 	var l *Lock
 	var err error
@@ -493,6 +495,11 @@ func rwCycle(c *linearClient) {
 			call.End(linear.LockIn{Op: op, Name: name, Token: l.Token()}, linear.LockOut{Result: linear.Unknown})
 		}
 		call.End(linear.LockIn{Op: op, Name: name, Token: l.Token()}, linear.LockOut{Result: linear.Ok, Fence: l.Fence()})
+		if !l.late { // a late grant's fence is its call's second
+			c.r.mu.Lock()
+			c.r.grants = append(c.r.grants, linear.Grant{Name: name, Token: l.Token(), Fence: l.Fence(), Began: began})
+			c.r.mu.Unlock()
+		}
 	case refused:
 		call.End(linear.LockIn{Op: op, Name: name}, linear.LockOut{Result: linear.No})
 	default:

@@ -143,13 +143,13 @@ end
 -- of entries ahead of it, lapsed ones included) and, for a new entry, the
 -- arrival number (0 for an extension). An arrival number is the last one
 -- plus one, and at least the server's clock in microseconds (now_micros,
--- as now_ms read it with now), so that no entry of a name ever gets the number of an
--- earlier one, even after the queue emptied (a script takes more than a
--- microsecond): a wake-up names the entry it was for, and the numbers
--- give the order of arrival across the name's whole history. owner (nil: none) goes with the entry, for the
--- holding it may be handed, and so does weight (nil or 1: none). The entry
--- is written first: the waiters hash's type is checked by that first
--- write, before the queue's.
+-- as now_ms read it with now), so that an entry does not get the number
+-- of an earlier one of the name even after the queue emptied (the clock
+-- moves between scripts): a wake-up names the entry it was for, and the
+-- numbers give the order of arrival over the name's history. owner (nil:
+-- none) goes with the entry, for the holding it may be handed, and so
+-- does weight (nil or 1: none). The entry is written first: the waiters
+-- hash's type is checked by that first write, before the queue's.
 local function q_join(q, w, token, now, now_micros, entry_ms, engine, queued, extend, owner, weight)
   local entry = fmt(now + entry_ms)
   if weight and weight > 1 then entry = entry .. 'w' .. fmt(weight) end

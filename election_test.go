@@ -154,18 +154,11 @@ func TestElection_ObserveSeesALeaseRunOut(t *testing.T) {
 
 // electionInfo is LockInfo for an election's lock.
 func (e *Engine) electionInfo(ctx context.Context, name string) (LockInfo, error) {
-	var info LockInfo
 	obj, err := e.object(kindElection, name)
 	if err != nil {
-		return info, err
+		return LockInfo{}, err
 	}
-	v, err := redis.Values(e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters")))
-	if err != nil || len(v) != 5 {
-		return info, fmt.Errorf("lock_info: %v, %w", v, err)
-	}
-	info.Token, _ = redis.String(v[0], nil)
-	info.Waiting, _ = redis.Int(v[3], nil)
-	return info, nil
+	return e.lockInfoOf(ctx, obj)
 }
 
 // States are ordered by term, then, in one term, none after the leader,

@@ -12,7 +12,7 @@ var scriptHashes = map[string]tableHash{
 	"lock_extend_many":          {0xc82b29d6, "f984b783fe65e1ccd1cafeb55c3864e03935edcd"},
 	"lock_pttl":                 {0xf0c97f2e, "20d97017a22afd1972b410dc48d6b805bf25c965"},
 	"lock_locked":               {0x0971e588, "0cdb8fe7528af7fed1f80c8dc68bba6241d15304"},
-	"lock_info":                 {0xfd92a9ef, "0a382be9e3feb10b93483692e3b3bd482e2661b2"},
+	"lock_info":                 {0x6aa68e77, "b3f460987d2833109f4b5aaa3eb10759dfbff86b"},
 	"lock_force":                {0x497e2cec, "5374a967635b420da94fcedb60fc2247b9b4d0dd"},
 	"lock_owner":                {0x1f348e29, "fbfc6c4afee79085d8f22c3d13f1fd7001959f57"},
 	"lock_acquire_all":          {0xaea9a244, "c2aa7b435fa251e2c99181745ee5156e69763e95"},

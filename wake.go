@@ -384,25 +384,13 @@ func (k *waker) deliver(payload string) {
 	}
 }
 
-// wakeOwn reads a lock release script's reply: n, or {n, wake-ups...}
-// when it handed the lock to a waiter of this engine, which it did not
-// publish (lib/queue.lua's q_reply): the wake-up is delivered here, as
-// the subscription would have. It returns n.
-func (e *Engine) wakeOwn(reply any) int64 {
-	vs, ok := reply.([]any)
-	if !ok {
-		n, _ := redis.Int64(reply, nil)
-		return n
+// wakeOwn delivers the wake-ups a release script handed to waiters of
+// this engine and did not publish (releaseReply.wakeups), as the
+// subscription would have.
+func (e *Engine) wakeOwn(wakeups []string) {
+	for _, msg := range wakeups {
+		e.wake.deliver(msg)
 	}
-	var n int64
-	for i, v := range vs {
-		if i == 0 {
-			n, _ = redis.Int64(v, nil)
-		} else if msg, err := redis.String(v, nil); err == nil {
-			e.wake.deliver(msg)
-		}
-	}
-	return n
 }
 
 // lookAgain has every waiter call the server at once, and every observer

@@ -31,6 +31,17 @@ local function lock_value(token, f, seq, owner)
   return v
 end
 
+-- lock_fields returns the fields of a lock's value v (as GET read it) as
+-- lock_info replies with them, names and values in turn: {'token', holder,
+-- 'fence', fence, 'owner', owner ('' if none)}, {} if v is nil or no
+-- lock's value (the lock is free). A field the value gains is added here
+-- and in LockInfo's decoder (lock.go), nowhere else.
+local function lock_fields(v)
+  local token, fence, _, owner = lock_parse(v)
+  if not token then return {} end
+  return {'token', token, 'fence', fmt(fence), 'owner', owner or ''}
+end
+
 -- lock_read returns the lock's holder, fence, extension number and owner,
 -- nil if it is free.
 local function lock_read(lock)

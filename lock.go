@@ -80,7 +80,9 @@ func (e *Engine) lock(ctx context.Context, ops *holdOps, prefix, name string, o 
 	return l, nil
 }
 
-// IsLocked reports whether anyone holds the named lock.
+// IsLocked reports whether anyone holds the named lock. It reads one key
+// with one GET, where LockInfo also reads the lock's PTTL and every queued
+// waiter: the call for a probe that asks only this.
 func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectLock, name, "IsLocked"}, func(ctx context.Context) (bool, error) { return e.isLocked(ctx, name) })

@@ -314,7 +314,7 @@ func TestRelease_FailedUnlockEndsTheHolding(t *testing.T) {
 			b := engine(s)
 			take := func(e *Engine, value string) (*Lock, error) {
 				if kind == "election" {
-					return e.Election("lapse", LockOptions{TTL: lease}).Campaign(ctx, value)
+					return e.Election("lapse", ElectionOptions{TTL: lease}).Campaign(ctx, value)
 				}
 				return e.Lock(ctx, "lapse", LockOptions{TTL: lease, Watchdog: true, Wait: 5 * time.Second})
 			}

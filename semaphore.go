@@ -93,10 +93,12 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
-// live now, each counted once whatever its Weight (SemaphoreInfo.Held
-// sums their weights). It writes nothing: permits past their deadline are
-// not counted, and the next acquisition, release or extension purges them
-// and hands their slots to waiters.
+// live now, each counted once whatever its Weight (SemaphoreInfo.Holders;
+// SemaphoreInfo.Held sums their weights). It writes nothing, and counts
+// them with one ZCOUNT, where SemaphoreInfo also reads the limit, every
+// queued waiter and up to MaxInfoPermits permits with their fences, Owners
+// and weights. Permits past their deadline are not counted (the next
+// acquisition, release or extension purges them).
 func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectSemaphore, name, "SemaphoreHolders"}, func(ctx context.Context) (int, error) { return e.semaphoreHolders(ctx, name) })

@@ -776,6 +776,12 @@ func TestLock_ValueRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			check("after Extend", name, l, owners[i])
+			for _, owner := range []string{"set " + owners[i], owners[i]} { // lock_owner's lock_reowned
+				if err := l.SetOwner(ctx, owner); err != nil {
+					t.Fatal(err)
+				}
+				check("after SetOwner", name, l, owner)
+			}
 			if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
 				t.Errorf("TTL %q: %v, %v; want the lease left", name, ttl, err)
 			}

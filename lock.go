@@ -32,8 +32,8 @@ const MaxOwner = 1024
 // report ErrNotHeld.
 type Lock struct{ holding }
 
-// lockOps: the lock (a string "token fence seq[ owner]"), its fence
-// counter, its queue and its waiters.
+// lockOps: the lock (a string, built and parsed in scripts/lib/lock.lua),
+// its fence counter, its queue and its waiters.
 var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
 	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner, wakesOwn: true}

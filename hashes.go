@@ -12,7 +12,7 @@ var scriptHashes = map[string]tableHash{
 	"lock_extend_many":          {0x3204bb66, "030cdc052241fcc08ae811447884179a02b63046"},
 	"lock_pttl":                 {0xf0c97f2e, "20d97017a22afd1972b410dc48d6b805bf25c965"},
 	"lock_locked":               {0x0971e588, "0cdb8fe7528af7fed1f80c8dc68bba6241d15304"},
-	"lock_info":                 {0x6aa68e77, "b3f460987d2833109f4b5aaa3eb10759dfbff86b"},
+	"lock_info":                 {0x99970e08, "45605d7d730a1cbccf532fc7acc25eaabe6a6644"},
 	"lock_force":                {0x497e2cec, "5374a967635b420da94fcedb60fc2247b9b4d0dd"},
 	"lock_owner":                {0xe4b759ab, "121b80ce94de8ee3857826596ea9623fd87f42b5"},
 	"lock_acquire_all":          {0xaea9a244, "c2aa7b435fa251e2c99181745ee5156e69763e95"},

@@ -238,8 +238,8 @@ type LockInfo struct {
 }
 
 // decodeLockInfo reads lock_info's reply: names and values in turn (when
-// held, "token", "fence" and "owner" from lib/lock.lua's lock_fields, and
-// "ttl" in ms; then "waiting"). A name it does not know is skipped.
+// held, the value's fields from lib/lock.lua's lock_fields and "ttl" in
+// ms; then "waiting"), a case each. A name it does not know is skipped.
 func decodeLockInfo(reply any) (LockInfo, error) {
 	var info LockInfo
 	v, err := redis.Values(reply, nil)

@@ -1,10 +1,10 @@
 -- lock_info: who holds the lock, for how long, and how many live waiters
 -- are queued. Writes nothing.
 -- KEYS[1] lock, KEYS[2] waiters
--- reply: names and values in turn: when held, the holder's fields
--- (lib/lock.lua's lock_fields: 'token', 'fence', 'owner') and 'ttl' (its
--- PTTL in ms); then 'waiting' (live waiters). A value that is not a lock's
--- is free, as lock_acquire takes it (lib/lock.lua's lock_parse).
+-- reply: names and values in turn: when held, the fields of the lock's
+-- value (lib/lock.lua's lock_fields names them) and 'ttl' (its PTTL in
+-- ms); then 'waiting' (live waiters). A value that is not a lock's is
+-- free, as lock_acquire takes it (lib/lock.lua's lock_parse).
 -- (libraries)
 local out = lock_fields(redis.call('GET', KEYS[1]))
 if #out > 0 then

@@ -180,6 +180,16 @@ type attempt struct {
 	held      int64         // semaphores: the weight the permits hold
 }
 
+// The codes that open an acquire script's reply (see acquisition).
+const (
+	attemptQueued    = 0 // {0, hint ms, rank, arrival[, limit, held]}: not held
+	attemptGranted   = 1 // {1, fence[, the stored limit]}
+	attemptAbandoned = 2 // {2}
+	attemptNoLimit   = 3 // {3}
+	attemptTooHeavy  = 4 // {4, limit}
+)
+
+// decodeAttempt reads an acquire script's reply into an attempt.
 func decodeAttempt(reply any) (a attempt, err error) {
 	var v [6]int64
 	vs, _ := reply.([]any)
@@ -192,18 +202,18 @@ func decodeAttempt(reply any) (a attempt, err error) {
 		v[i] = f
 	}
 	switch {
-	case v[0] == 1 && (n == 2 || n == 3):
+	case v[0] == attemptGranted && (n == 2 || n == 3):
 		a.granted, a.fence = true, v[1]
 		if n == 3 {
 			a.limit = v[2]
 		}
-	case n == 1 && v[0] == 2:
+	case n == 1 && v[0] == attemptAbandoned:
 		a.abandoned = true
-	case n == 1 && v[0] == 3:
+	case n == 1 && v[0] == attemptNoLimit:
 		a.noLimit = true
-	case n == 2 && v[0] == 4:
+	case n == 2 && v[0] == attemptTooHeavy:
 		a.tooHeavy, a.limit = true, v[1]
-	case n >= 4 && v[0] == 0:
+	case n >= 4 && v[0] == attemptQueued:
 		a.hint, a.rank, a.arrival = time.Duration(v[1])*time.Millisecond, v[2], v[3]
 		if v[1] < 0 {
 			a.hint = -1

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strconv"
 	"sync/atomic"
@@ -214,28 +215,34 @@ func (e *Engine) markPart(ctx context.Context, obj object, period string, part i
 // indexed again and the script run again, up to 3 times; then the engine
 // remembers the dense shards and guards v3's keys.
 func (e *Engine) marked(ctx context.Context, obj object, period string, part int, batch []place, args []any, reply any, err error) (int, error) {
-	vs, err := redis.Int64s(reply, err)
-	for try := 0; err == nil && vs[0] < 0; try++ { // gone, or its deadline passed: index it again
+	read := func(reply any, err error) (markReply, error) {
+		if err != nil {
+			return markReply{}, err
+		}
+		m, err := decodeMark(reply)
+		if err != nil {
+			return m, obj.errorf("period %q: %w", period, err)
+		}
+		return m, nil
+	}
+	m, err := read(reply, err)
+	for try := 0; err == nil && m.gone; try++ { // gone, or its deadline passed: index it again
 		if try == 3 {
 			return 0, obj.errorf("period %q: its deadline passed before the mark could run, %d times", period, try+1)
 		}
 		if args[2], err = e.indexParts(ctx, obj, period, int64(part)); err == nil {
-			vs, err = redis.Int64s(e.eval(ctx, obj, scriptActMark, args...))
+			m, err = read(e.eval(ctx, obj, scriptActMark, args...))
 		}
 	}
 	if err != nil {
 		return 0, err
 	}
-	if len(vs) < 2 || vs[1] < 1 || vs[1] > int64(len(batch)) {
-		return 0, obj.errorf("period %q: a mark script's reply %v says it marked %v of %d ids", period, vs, vs[1:min(2, len(vs))], len(batch))
+	if m.taken < 1 || m.taken > len(batch) {
+		return 0, obj.errorf("period %q: a mark script says it marked %d of %d ids", period, m.taken, len(batch))
 	}
-	taken := int(vs[1])
-	batch = batch[:taken]
-	dense, building := vs[2:], []int64(nil)
-	if i := slices.Index(dense, 0); i >= 0 {
-		dense, building = dense[:i], dense[i+1:]
-	}
-	for _, i := range building { // a shard's bitmap being built: the rest of its steps
+	batch = batch[:m.taken]
+	dense := m.dense
+	for _, i := range m.building { // a shard's bitmap being built: the rest of its steps
 		switch done, err := e.build(ctx, obj, period, args[:2], batch[i-1]); {
 		case err != nil:
 			return 0, err
@@ -246,7 +253,35 @@ func (e *Engine) marked(ctx context.Context, obj object, period string, part int
 	for _, i := range dense {
 		e.remember(shardRef{obj.name, period, batch[i-1].shard, refDense, 0})
 	}
-	return taken, e.guardV3(ctx, obj, period, vs[0], batch, dense)
+	return m.taken, e.guardV3(ctx, obj, period, m.deadline, batch, dense)
+}
+
+// markReply is act_mark's reply: {-1} (gone: the partition is to be
+// indexed again), or {deadline, taken, dense..., 0, building...}.
+type markReply struct {
+	gone     bool
+	deadline int64   // the period's deadline, ms since the epoch (0: none)
+	taken    int     // how many ids, from the first, the script marked
+	dense    []int64 // positions (from 1) of ids whose shard is dense, one a shard
+	building []int64 // positions of ids whose shard's bitmap is still being built
+}
+
+// decodeMark reads act_mark's reply.
+func decodeMark(reply any) (markReply, error) {
+	vs, err := redis.Int64s(reply, nil)
+	switch {
+	case err != nil:
+		return markReply{}, fmt.Errorf("unexpected reply %v: %w", reply, err)
+	case len(vs) == 1 && vs[0] < 0:
+		return markReply{gone: true}, nil
+	case len(vs) < 2:
+		return markReply{}, fmt.Errorf("unexpected reply %v", vs)
+	}
+	m := markReply{deadline: vs[0], taken: int(vs[1]), dense: vs[2:]}
+	if i := slices.Index(m.dense, 0); i >= 0 {
+		m.dense, m.building = m.dense[:i], m.dense[i+1:]
+	}
+	return m, nil
 }
 
 // build takes the steps of the building of pl's shard's bitmap that are
@@ -269,15 +304,19 @@ func (e *Engine) build(ctx context.Context, obj object, period string, keys []an
 		e.pipeline(c, pieces, false)
 		c.close()
 		for _, p := range pieces {
-			vs, err := redis.Int64s(p.reply, p.err)
+			var m markReply
+			err := p.err
+			if err == nil {
+				m, err = decodeMark(p.reply)
+			}
 			switch {
 			case err != nil:
 				return false, obj.err(e.callErr(ctx, err))
-			case vs[0] < 0: // the directory is gone: its period ended
+			case m.gone: // the directory is gone: its period ended
 				return false, nil
-			case len(vs) > 2 && vs[2] == 1: // dense (vs[1]: the step's one entry taken)
+			case slices.Contains(m.dense, 1): // dense
 				return true, nil
-			case len(vs) < 4: // neither dense nor being built
+			case len(m.building) == 0: // neither dense nor being built
 				return false, nil
 			}
 		}

@@ -1318,3 +1318,23 @@ func shapeNames[V any](shapes map[string]V) []string {
 	slices.Sort(names)
 	return names
 }
+
+// act_mark's reply: gone, or the deadline, how many it took, the dense
+// positions and, after a 0, those being built.
+func TestActivity_DecodeMark(t *testing.T) {
+	if m, err := decodeMark([]any{int64(-1)}); err != nil || !m.gone {
+		t.Errorf("decodeMark({-1}) = %+v, %v; want gone", m, err)
+	}
+	m, err := decodeMark([]any{int64(99), int64(4), int64(1), int64(3), int64(0), int64(2)})
+	if err != nil || m.gone || m.deadline != 99 || m.taken != 4 || !slices.Equal(m.dense, []int64{1, 3}) || !slices.Equal(m.building, []int64{2}) {
+		t.Errorf("decodeMark = %+v, %v", m, err)
+	}
+	if m, err := decodeMark([]any{int64(0), int64(2)}); err != nil || len(m.dense) != 0 || len(m.building) != 0 {
+		t.Errorf("decodeMark with no shard to tell = %+v, %v", m, err)
+	}
+	for _, bad := range []any{nil, []any{int64(5)}, []any{[]byte("x"), int64(1)}} {
+		if m, err := decodeMark(bad); err == nil {
+			t.Errorf("decodeMark(%v) = %+v, want an error", bad, m)
+		}
+	}
+}

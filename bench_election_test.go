@@ -25,14 +25,14 @@ func BenchmarkElectionObserve(b *testing.B) {
 	ctx := context.Background()
 	leaderEngine, watcher := x.env.engine(), x.env.engine()
 	defer closeAll(leaderEngine, watcher)()
-	lead, err := leaderEngine.Election("bench", LockOptions{TTL: time.Second}).Campaign(ctx, "v0") // a new election: waits a lease
+	lead, err := leaderEngine.Election("bench", ElectionOptions{TTL: time.Second}).Campaign(ctx, "v0") // a new election: waits a lease
 	if err != nil {
 		bench.Check(b, err)
 	}
 	defer lead.Unlock(ctx)
 	octx, stop := context.WithCancel(ctx)
 	defer stop()
-	seen := watcher.Election("bench", LockOptions{}).Observe(octx)
+	seen := watcher.Election("bench", ElectionOptions{}).Observe(octx)
 	if l := <-seen; l.Value != "v0" {
 		b.Fatalf("first state %+v", l)
 	}
@@ -75,7 +75,7 @@ func BenchmarkElectionObserve(b *testing.B) {
 		return nil
 	})
 	// A leader nobody observes: its SetOwner publishes nothing.
-	lone, err := leaderEngine.Election("bench-lone", LockOptions{TTL: time.Second}).Campaign(ctx, "v0")
+	lone, err := leaderEngine.Election("bench-lone", ElectionOptions{TTL: time.Second}).Campaign(ctx, "v0")
 	if err != nil {
 		bench.Check(b, err)
 	}
@@ -184,9 +184,9 @@ func BenchmarkElectionObserve(b *testing.B) {
 			dying := New(pool, WithNamespace(x.env.ns))
 			defer dying.Close(ctx)
 			name := "bench-end"
-			seenEnd := watcher.Election(name, LockOptions{}).Observe(octx)
+			seenEnd := watcher.Election(name, ElectionOptions{}).Observe(octx)
 			<-seenEnd
-			l, err := dying.Election(name, LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "dying")
+			l, err := dying.Election(name, ElectionOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "dying")
 			if err != nil {
 				return err
 			}

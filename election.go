@@ -25,7 +25,13 @@ var ErrNoLeader = errors.New("no leader")
 type Election struct {
 	e    *Engine
 	name string
-	o    LockOptions
+	o    ElectionOptions
+}
+
+// ElectionOptions tunes a candidate's leadership. The zero value means
+// the defaults.
+type ElectionOptions struct {
+	TTL time.Duration // the leadership's lease, which the watchdog extends; 0 = 10s
 }
 
 // Leader is an election's state: the leader's value (its Owner), its term
@@ -53,10 +59,9 @@ const campaignWait = 100 * 365 * 24 * time.Hour
 // an election without renewing; it renews every third of it.
 const observerRegistration = 9 * time.Second
 
-// Election returns the named election. o is the leadership's lock options:
-// TTL is the lease (default 10s) the watchdog keeps extending; Wait,
-// Watchdog and Owner are set by Campaign. The name is checked by each call.
-func (e *Engine) Election(name string, o LockOptions) *Election {
+// Election returns the named election, whose candidates campaign with o.
+// The name is checked by each call.
+func (e *Engine) Election(name string, o ElectionOptions) *Election {
 	return &Election{e: e, name: name, o: o}
 }
 

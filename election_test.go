@@ -25,13 +25,13 @@ func TestElection_CampaignObserveResign(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t) // a new election's first term waits a lease
 		a, b, ctx := engine(s), engine(s), ctxT(t)
-		el := a.Election("boss", LockOptions{TTL: 400 * time.Millisecond})
+		el := a.Election("boss", ElectionOptions{TTL: 400 * time.Millisecond})
 		if _, err := el.Leader(ctx); !errors.Is(err, ErrNoLeader) {
 			t.Fatalf("Leader of a new election: %v, want ErrNoLeader", err)
 		}
 		octx, stop := context.WithCancel(ctx)
 		defer stop()
-		seen := b.Election("boss", LockOptions{}).Observe(octx)
+		seen := b.Election("boss", ElectionOptions{}).Observe(octx)
 		if l := next(t, seen); l != (Leader{}) {
 			t.Fatalf("first state %+v, want none", l)
 		}
@@ -53,7 +53,7 @@ func TestElection_CampaignObserveResign(t *testing.T) {
 		}
 		got := make(chan *Lock, 1)
 		go func() {
-			lb, err := b.Election("boss", LockOptions{TTL: 400 * time.Millisecond}).Campaign(ctx, "b")
+			lb, err := b.Election("boss", ElectionOptions{TTL: 400 * time.Millisecond}).Campaign(ctx, "b")
 			if err != nil {
 				t.Error(err)
 			}
@@ -101,7 +101,7 @@ func TestElection_AndLockOfOneNameNeverMeet(t *testing.T) {
 		defer l.Unlock(ctx)
 		cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		leader, err := e.Election("x", LockOptions{TTL: 300 * time.Millisecond}).Campaign(cctx, "v")
+		leader, err := e.Election("x", ElectionOptions{TTL: 300 * time.Millisecond}).Campaign(cctx, "v")
 		if err != nil {
 			t.Fatalf("Campaign on x while the lock x is held: %v", err)
 		}
@@ -126,9 +126,9 @@ func TestElection_ObserveSeesALeaseRunOut(t *testing.T) {
 		watcher := engine(s)
 		octx, stop := context.WithCancel(ctx)
 		defer stop()
-		seen := watcher.Election("e", LockOptions{}).Observe(octx)
+		seen := watcher.Election("e", ElectionOptions{}).Observe(octx)
 		next(t, seen)
-		l, err := dying.Election("e", LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "d")
+		l, err := dying.Election("e", ElectionOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "d")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,18 +153,11 @@ func TestElection_ObserveSeesALeaseRunOut(t *testing.T) {
 
 // electionInfo is LockInfo for an election's lock.
 func (e *Engine) electionInfo(ctx context.Context, name string) (LockInfo, error) {
-	var info LockInfo
 	obj, err := e.object(kindElection, name)
 	if err != nil {
-		return info, err
+		return LockInfo{}, err
 	}
-	v, err := redis.Values(e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters")))
-	if err != nil || len(v) != 5 {
-		return info, fmt.Errorf("lock_info: %v, %w", v, err)
-	}
-	info.Token, _ = redis.String(v[0], nil)
-	info.Waiting, _ = redis.Int(v[3], nil)
-	return info, nil
+	return e.lockInfoOf(ctx, obj)
 }
 
 // States are ordered by term, then, in one term, none after the leader,
@@ -244,8 +237,8 @@ func TestElection_ObserveKeepsAProclamationsOrder(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		ctx, e := ctxT(t), engine(s)
-		el := e.Election("proclaim", LockOptions{TTL: 300 * time.Millisecond}) // a new election waits a lease
-		l, err := el.Campaign(ctx, "a b")                                      // a value may hold spaces
+		el := e.Election("proclaim", ElectionOptions{TTL: 300 * time.Millisecond}) // a new election waits a lease
+		l, err := el.Campaign(ctx, "a b")                                          // a value may hold spaces
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -296,14 +289,14 @@ func TestElection_ObserveAResignAfterTheCounterExpired(t *testing.T) {
 			b, gets = New(p, WithNamespace(s.NS)), p.gets.Load
 			t.Cleanup(func() { b.Close(context.Background()) })
 		}
-		el := a.Election("long", LockOptions{TTL: 300 * time.Millisecond})
+		el := a.Election("long", ElectionOptions{TTL: 300 * time.Millisecond})
 		l, err := el.Campaign(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
 		octx, stop := context.WithCancel(ctx)
 		defer stop()
-		seen := b.Election("long", LockOptions{}).Observe(octx)
+		seen := b.Election("long", ElectionOptions{}).Observe(octx)
 		if got := next(t, seen); got.Value != "a" {
 			t.Fatalf("first state %+v", got)
 		}
@@ -348,13 +341,13 @@ func TestElection_ScriptsFailCleanly(t *testing.T) {
 		s.Realtime(t)
 		ctx := ctxT(t)
 		e := engine(s)
-		l, err := e.Election("wt", LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "a") // a new election waits a lease
+		l, err := e.Election("wt", ElectionOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "a") // a new election waits a lease
 		if err != nil {
 			t.Fatal(err)
 		}
 		octx, stop := context.WithCancel(ctx)
 		defer stop()
-		next(t, e.Election("wt", LockOptions{}).Observe(octx)) // an observer, whom the resign would tell
+		next(t, e.Election("wt", ElectionOptions{}).Observe(octx)) // an observer, whom the resign would tell
 		fence := s.NS + "election:{wt}:fence"
 		s.Must(t, "DEL", fence)
 		s.Must(t, "HSET", fence, "x", "y")
@@ -382,7 +375,7 @@ func TestElection_ScriptsFailCleanly(t *testing.T) {
 		before = s.Snapshot(t)
 		cctx, cancel := context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err = e.Election("wg", LockOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
+		_, err = e.Election("wg", ElectionOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
 		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("a campaign that failed (%v) changed keys:\nbefore %v\nafter  %v", err, before, after)
 		}
@@ -394,7 +387,7 @@ func TestElection_ScriptsFailCleanly(t *testing.T) {
 		before = s.Snapshot(t)
 		cctx, cancel = context.WithTimeout(ctx, time.Second)
 		defer cancel()
-		_, err = e.Election("wq", LockOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
+		_, err = e.Election("wq", ElectionOptions{TTL: 5 * time.Second}).Campaign(cctx, "a")
 		if after := s.Snapshot(t); !maps.Equal(before, after) {
 			t.Errorf("a campaign that failed (%v) changed keys:\nbefore %v\nafter  %v", err, before, after)
 		}
@@ -417,7 +410,7 @@ func TestElection_CampaignOutlastsAShortRetention(t *testing.T) {
 		e := engine(s, WithFenceRetention(100*time.Millisecond))
 		done := make(chan error, 1)
 		go func() {
-			l, err := e.Election("short", LockOptions{TTL: time.Second}).Campaign(ctx, "a")
+			l, err := e.Election("short", ElectionOptions{TTL: time.Second}).Campaign(ctx, "a")
 			if err == nil {
 				err = l.Unlock(ctx)
 			}
@@ -528,7 +521,7 @@ func TestElection_UnderFaults(t *testing.T) {
 	var owg sync.WaitGroup
 	for i := range obs {
 		obs[i] = &observed{}
-		ch := es[candidates+i].Election("el", LockOptions{}).Observe(ctx)
+		ch := es[candidates+i].Election("el", ElectionOptions{}).Observe(ctx)
 		owg.Add(1)
 		go func(o *observed) {
 			defer owg.Done()
@@ -544,7 +537,7 @@ func TestElection_UnderFaults(t *testing.T) {
 		wg.Add(1)
 		go func(e *Engine) {
 			defer wg.Done()
-			el := e.Election("el", LockOptions{TTL: lease})
+			el := e.Election("el", ElectionOptions{TTL: lease})
 			for ctx.Err() == nil {
 				value := fmt.Sprintf("c%d", n.Add(1))
 				l, err := el.Campaign(ctx, value)
@@ -680,7 +673,7 @@ func TestElection_CampaignWaitsPastDefaultWait(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t) // a new election's first term waits a lease
 		a, b, ctx := engine(s), engine(s), ctxT(t)
-		o := LockOptions{TTL: 300 * time.Millisecond}
+		o := ElectionOptions{TTL: 300 * time.Millisecond}
 		lead, err := a.Election("patient", o).Campaign(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
@@ -729,7 +722,7 @@ func TestElection_ObserverRegistrationExpires(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		e, ctx := engine(s), ctxT(t)
 		octx, stop := context.WithCancel(ctx)
-		seen := e.Election("watched", LockOptions{}).Observe(octx)
+		seen := e.Election("watched", ElectionOptions{}).Observe(octx)
 		if l := next(t, seen); l != (Leader{}) {
 			t.Fatalf("first state %+v, want none", l)
 		}
@@ -823,7 +816,7 @@ func TestElection_ObserveDropsAReadOvertaken(t *testing.T) {
 		needsOneAddress(t, s)
 		s.Realtime(t) // a new election's first term waits a lease
 		a, ctx := engine(s), ctxT(t)
-		lead, err := a.Election("slow", LockOptions{TTL: time.Second}).Campaign(ctx, "v1")
+		lead, err := a.Election("slow", ElectionOptions{TTL: time.Second}).Campaign(ctx, "v1")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -832,7 +825,7 @@ func TestElection_ObserveDropsAReadOvertaken(t *testing.T) {
 		b := New(hp, WithNamespace(s.NS))
 		octx, stop := context.WithCancel(ctx)
 		defer stop()
-		seen := b.Election("slow", LockOptions{}).Observe(octx)
+		seen := b.Election("slow", ElectionOptions{}).Observe(octx)
 		if got := next(t, seen); got.Value != "v1" {
 			t.Fatalf("first state %+v, want v1", got)
 		}
@@ -870,7 +863,7 @@ func TestElection_ResignAfterTheCounterExpiredReachesObserversAtOnce(t *testing.
 		s.Realtime(t)
 		ctx := ctxT(t)
 		a := engine(s, WithFenceRetention(300*time.Millisecond))
-		lead, err := a.Election("gone", LockOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "a")
+		lead, err := a.Election("gone", ElectionOptions{TTL: 300 * time.Millisecond}).Campaign(ctx, "a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -881,7 +874,7 @@ func TestElection_ResignAfterTheCounterExpiredReachesObserversAtOnce(t *testing.
 		b := New(hp, WithNamespace(s.NS))
 		octx, stop := context.WithCancel(ctx)
 		defer stop()
-		seen := b.Election("gone", LockOptions{}).Observe(octx)
+		seen := b.Election("gone", ElectionOptions{}).Observe(octx)
 		if got := next(t, seen); got.Value != "a" {
 			t.Fatalf("first state %+v, want a", got)
 		}

@@ -297,11 +297,11 @@ func TestEngine_ClosedAnswersErrClosed(t *testing.T) {
 				return err
 			}},
 			call{"Campaign", func(ctx context.Context, e *Engine) error {
-				_, err := e.Election("el", LockOptions{}).Campaign(ctx, "me")
+				_, err := e.Election("el", ElectionOptions{}).Campaign(ctx, "me")
 				return err
 			}},
 			call{"Leader", func(ctx context.Context, e *Engine) error {
-				_, err := e.Election("el", LockOptions{}).Leader(ctx)
+				_, err := e.Election("el", ElectionOptions{}).Leader(ctx)
 				return err
 			}},
 			call{"HashTag", func(ctx context.Context, e *Engine) error { _, err := e.HashTag("m1"); return err }},

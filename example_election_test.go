@@ -22,7 +22,7 @@ func Example_election() {
 	ctx := context.Background()
 	// A new election's first term waits one lease (TTL), in case a leader
 	// elected before its keys were lost still runs.
-	election := e.Election("scheduler", atomicredis.LockOptions{TTL: 500 * time.Millisecond})
+	election := e.Election("scheduler", atomicredis.ElectionOptions{TTL: 500 * time.Millisecond})
 
 	// Who leads, as it changes (here from the same engine; usually another
 	// process's).
@@ -68,7 +68,7 @@ func ExampleElection_Campaign() {
 	defer e.Close(context.Background())
 	ctx := context.Background()
 	const ttl = time.Second
-	election := e.Election("reports", atomicredis.LockOptions{TTL: ttl})
+	election := e.Election("reports", atomicredis.ElectionOptions{TTL: ttl})
 
 	start := time.Now()
 	first, err := election.Campaign(ctx, "host-a")

@@ -149,7 +149,7 @@ func TestGuarded_EvalByALeader(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		s.Realtime(t)
 		e, ctx := engine(s), ctxT(t)
-		lead, err := e.Election("sched", LockOptions{TTL: 200 * time.Millisecond}).Campaign(ctx, "me")
+		lead, err := e.Election("sched", ElectionOptions{TTL: 200 * time.Millisecond}).Campaign(ctx, "me")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -179,11 +180,15 @@ func (h *holding) ttl(ctx context.Context) (time.Duration, error) {
 	if err != nil {
 		return 0, err
 	}
-	if ms == -3 {
+	if ms == pttlGone {
 		return 0, h.notHeld()
 	}
 	return time.Duration(ms) * time.Millisecond, nil
 }
+
+// pttlGone is a pttl script's reply (lock_pttl, rw_pttl, semaphore_pttl)
+// when the caller no longer holds: else it is the ms left.
+const pttlGone = -3
 
 // held turns a TTL call's outcome into Held's.
 func held(_ time.Duration, err error) (bool, error) {
@@ -208,17 +213,54 @@ func (h *holding) seqKey() string {
 	return h.obj.key(":seq:") + h.token
 }
 
-// extendReply reads an extend script's reply: held if it extended (1) or
-// found a newer extension of the holder's own (2). A reply that stands
-// with too few replica acknowledgements is an error wrapping
+// extendCode is an extend script's reply for one holding (lock_extend,
+// rw_extend, semaphore_extend; each element of the _many scripts' array).
+type extendCode int64
+
+const (
+	extendGone  extendCode = 0 // no longer held: nothing changed
+	extendDone  extendCode = 1 // extended
+	extendStale extendCode = 2 // held, but a newer extension of the holder's stands: nothing changed
+)
+
+// held reports whether the holding was still held.
+func (c extendCode) held() bool { return c == extendDone || c == extendStale }
+
+// decodeExtends reads the reply of an extend script for n holdings: one
+// code, or (n > 1, or a _many script) an array of n codes.
+func decodeExtends(reply any, many bool, n int) ([]extendCode, error) {
+	if !many {
+		v, err := redis.Int64(reply, nil)
+		if err != nil || v < 0 || v > 2 || n != 1 {
+			return nil, fmt.Errorf("unexpected reply %v", reply)
+		}
+		return []extendCode{extendCode(v)}, nil
+	}
+	vs, err := redis.Int64s(reply, nil)
+	if err != nil || len(vs) != n {
+		return nil, fmt.Errorf("unexpected reply %v", reply)
+	}
+	codes := make([]extendCode, n)
+	for i, v := range vs {
+		if v < 0 || v > 2 {
+			return nil, fmt.Errorf("unexpected reply %v", reply)
+		}
+		codes[i] = extendCode(v)
+	}
+	return codes, nil
+}
+
+// extendReply reads a one-holding extend script's reply: held if it
+// extended or found a newer extension of the holder's own. A reply that
+// stands with too few replica acknowledgements is an error wrapping
 // ErrNotReplicated, with held as the script said.
 func (h *holding) extendReply(reply any, short error) (held bool, err error) {
-	v, err := redis.Int64(reply, nil)
+	codes, err := decodeExtends(reply, false, 1)
 	if err != nil {
-		return false, h.obj.errorf("unexpected reply %v", reply)
+		return false, h.obj.err(err)
 	}
 	if short != nil {
-		return v >= 1, h.obj.err(short)
+		return codes[0].held(), h.obj.err(short)
 	}
-	return v >= 1, nil
+	return codes[0].held(), nil
 }

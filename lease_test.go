@@ -275,3 +275,23 @@ func TestLease_WatchdogLosesAtItsSpan(t *testing.T) {
 		}
 	})
 }
+
+// An extend script's codes: held when extended or stale, not when gone;
+// anything else is an error.
+func TestLease_DecodeExtends(t *testing.T) {
+	codes, err := decodeExtends([]any{int64(1), int64(2), int64(0)}, true, 3)
+	if err != nil || len(codes) != 3 || !codes[0].held() || !codes[1].held() || codes[2].held() {
+		t.Errorf("decodeExtends = %v, %v; want held, held, gone", codes, err)
+	}
+	if codes, err := decodeExtends(int64(2), false, 1); err != nil || codes[0] != extendStale {
+		t.Errorf("decodeExtends(2) = %v, %v", codes, err)
+	}
+	for _, bad := range []any{nil, int64(3), int64(-1), []any{int64(1)}} {
+		if codes, err := decodeExtends(bad, false, 1); err == nil {
+			t.Errorf("decodeExtends(%v) = %v, want an error", bad, codes)
+		}
+	}
+	if codes, err := decodeExtends([]any{int64(1)}, true, 2); err == nil {
+		t.Errorf("decodeExtends of a short array = %v, want an error", codes)
+	}
+}

@@ -740,7 +740,7 @@ type observers struct {
 
 // observe starts an observer of name on e.
 func (o *observers) observe(e *Engine, name string) {
-	ch := e.Election(name, LockOptions{}).Observe(o.ctx)
+	ch := e.Election(name, ElectionOptions{}).Observe(o.ctx)
 	o.wg.Add(1)
 	go func() {
 		defer o.wg.Done()
@@ -807,7 +807,7 @@ func electionCycle(c *linearClient, counted *sync.Map, obs *observers) {
 			obs.observe(c.r.es[(c.id+1)%len(c.r.es)], name)
 		}
 	})
-	el := c.e.Election(name, LockOptions{TTL: linearLease})
+	el := c.e.Election(name, ElectionOptions{TTL: linearLease})
 	read := func() {
 		call := c.r.rec.Begin(c.id)
 		l, err := el.Leader(context.Background())

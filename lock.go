@@ -2,6 +2,7 @@ package atomicredis
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -31,8 +32,8 @@ const MaxOwner = 1024
 // report ErrNotHeld.
 type Lock struct{ holding }
 
-// lockOps: the lock (a string "token fence seq[ owner]"), its fence
-// counter, its queue and its waiters.
+// lockOps: the lock (a string, built and parsed in scripts/lib/lock.lua),
+// its fence counter, its queue and its waiters.
 var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
 	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner, wakesOwn: true}
@@ -79,7 +80,9 @@ func (e *Engine) lock(ctx context.Context, ops *holdOps, prefix, name string, o 
 	return l, nil
 }
 
-// IsLocked reports whether anyone holds the named lock.
+// IsLocked reports whether anyone holds the named lock. It reads one key
+// with one GET, where LockInfo also reads the lock's PTTL and every queued
+// waiter: the call for a probe that asks only this.
 func (e *Engine) IsLocked(ctx context.Context, name string) (bool, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectLock, name, "IsLocked"}, func(ctx context.Context) (bool, error) { return e.isLocked(ctx, name) })
@@ -234,6 +237,43 @@ type LockInfo struct {
 	Owner   string        // the Owner stored with the holding, "" if none
 }
 
+// decodeLockInfo reads lock_info's reply: names and values in turn (when
+// held, the value's fields from lib/lock.lua's lock_fields and "ttl" in
+// ms; then "waiting"), a case each. A name it does not know is skipped.
+func decodeLockInfo(reply any) (LockInfo, error) {
+	var info LockInfo
+	v, err := redis.Values(reply, nil)
+	if err == nil && len(v)%2 != 0 {
+		err = errors.New("odd length")
+	}
+	for i := 0; err == nil && i < len(v); i += 2 {
+		name, ok := v[i].([]byte)
+		if !ok {
+			err = errors.New("a name not a string")
+			break
+		}
+		switch x := v[i+1]; string(name) {
+		case "token":
+			info.Token, err = redis.String(x, nil)
+			info.Held = true
+		case "fence":
+			info.Fence, err = redis.Int64(x, nil)
+		case "owner":
+			info.Owner, err = redis.String(x, nil)
+		case "ttl":
+			var ms int64
+			ms, err = redis.Int64(x, nil)
+			info.TTL = time.Duration(max(ms, 0)) * time.Millisecond
+		case "waiting":
+			info.Waiting, err = redis.Int(x, nil)
+		}
+	}
+	if err != nil {
+		return LockInfo{}, fmt.Errorf("unexpected reply %v: %w", reply, err)
+	}
+	return info, nil
+}
+
 // LockInfo returns who holds the named lock, for how long, and how many
 // live waiters are queued, in one script that writes nothing. (Read-write
 // locks have no such call yet; permits are listed by SemaphoreInfo.)
@@ -246,26 +286,23 @@ func (e *Engine) LockInfo(ctx context.Context, name string) (LockInfo, error) {
 
 // lockInfo is LockInfo.
 func (e *Engine) lockInfo(ctx context.Context, name string) (LockInfo, error) {
-	var info LockInfo
 	obj, err := e.object(kindLock, name)
 	if err != nil {
-		return info, err
+		return LockInfo{}, err
 	}
-	v, err := redis.Values(e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters")))
-	if err == nil && len(v) != 5 {
-		err = obj.errorf("unexpected reply %v", v)
-	}
+	return e.lockInfoOf(ctx, obj)
+}
+
+// lockInfoOf runs lock_info on obj's lock (a lock's, or an election's).
+func (e *Engine) lockInfoOf(ctx context.Context, obj object) (LockInfo, error) {
+	reply, err := e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters"))
 	if err != nil {
-		return info, err
+		return LockInfo{}, err
 	}
-	info.Token, _ = redis.String(v[0], nil)
-	info.Held = info.Token != ""
-	info.Fence, _ = redis.Int64(v[1], nil)
-	ms, _ := redis.Int64(v[2], nil)
-	info.TTL = time.Duration(max(ms, 0)) * time.Millisecond
-	waiting, _ := redis.Int(v[3], nil)
-	info.Waiting = waiting
-	info.Owner, _ = redis.String(v[4], nil)
+	info, err := decodeLockInfo(reply)
+	if err != nil {
+		return LockInfo{}, obj.err(err)
+	}
 	return info, nil
 }
 

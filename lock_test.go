@@ -418,6 +418,26 @@ func TestLock_Info(t *testing.T) {
 	})
 }
 
+// lock_info's reply is read by name: order does not matter, an unknown
+// name is skipped, and a malformed reply is an error, not a partial info.
+func TestLock_DecodeInfo(t *testing.T) {
+	b := func(s string) []byte { return []byte(s) }
+	got, err := decodeLockInfo([]any{b("ttl"), int64(1500), b("owner"), b("o"), b("token"), b("t"), b("fence"), b("17"),
+		b("future"), b("x"), b("waiting"), int64(2)})
+	want := LockInfo{Held: true, Token: "t", Fence: 17, TTL: 1500 * time.Millisecond, Waiting: 2, Owner: "o"}
+	if err != nil || got != want {
+		t.Errorf("decodeLockInfo = %+v, %v; want %+v", got, err, want)
+	}
+	if got, err := decodeLockInfo([]any{b("waiting"), int64(0)}); err != nil || got != (LockInfo{}) {
+		t.Errorf("decodeLockInfo of a free lock = %+v, %v", got, err)
+	}
+	for _, bad := range []any{nil, int64(1), []any{b("ttl")}, []any{b("fence"), b("x")}, []any{int64(1), int64(2)}} {
+		if got, err := decodeLockInfo(bad); err == nil {
+			t.Errorf("decodeLockInfo(%v) = %+v, want an error", bad, got)
+		}
+	}
+}
+
 // ForceUnlock frees a lock whoever holds it and hands it to the first live
 // waiter; the old holder's Unlock says ErrNotHeld and its watchdog loses
 // it.
@@ -756,6 +776,12 @@ func TestLock_ValueRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			check("after Extend", name, l, owners[i])
+			for _, owner := range []string{"set " + owners[i], owners[i]} { // lock_owner's lock_reowned
+				if err := l.SetOwner(ctx, owner); err != nil {
+					t.Fatal(err)
+				}
+				check("after SetOwner", name, l, owner)
+			}
 			if ttl, err := l.TTL(ctx); err != nil || ttl <= 0 {
 				t.Errorf("TTL %q: %v, %v; want the lease left", name, ttl, err)
 			}

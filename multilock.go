@@ -242,12 +242,12 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 	if err != nil {
 		return -1, false, &Error{Object: ObjectLock, Name: first, Err: fmt.Errorf("LockAll of %d names: %w", len(group), err)}
 	}
-	v, err := redis.Int64s(out.reply, nil)
-	if err != nil || len(v) < 2 {
-		return -1, false, &Error{Object: ObjectLock, Name: first, Err: fmt.Errorf("LockAll: unexpected reply %v", out.reply)}
+	all, err := decodeLockAll(out.reply, n)
+	if err != nil {
+		return -1, false, &Error{Object: ObjectLock, Name: first, Err: fmt.Errorf("LockAll: %w", err)}
 	}
-	if v[0] == 0 {
-		return group[v[1]-1], false, nil
+	if !all.took {
+		return group[all.busy], false, nil
 	}
 	if out.shortfall != nil { // a failover could grant them again: give them back
 		for _, l := range hs {
@@ -258,13 +258,34 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 	r.owner = o.Owner
 	var errs []error
 	for j, l := range hs {
-		if _, err := e.settle(&l.holding, r, grant{fence: v[j+1], sent: sent}, nil); err != nil {
+		if _, err := e.settle(&l.holding, r, grant{fence: all.fences[j], sent: sent}, nil); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		m.locks[group[j]] = l
 	}
 	return -1, false, errors.Join(errs...)
+}
+
+// lockAllReply is lock_acquire_all's reply: {1, each lock's fence} when
+// the caller took them all, {0, i} when the i-th lock (from 1) was busy.
+type lockAllReply struct {
+	took   bool
+	busy   int     // not took: the busy lock's index, from 0
+	fences []int64 // took: each lock's fence, in the keys' order
+}
+
+// decodeLockAll reads lock_acquire_all's reply for n locks.
+func decodeLockAll(reply any, n int) (lockAllReply, error) {
+	v, err := redis.Int64s(reply, nil)
+	switch {
+	case err != nil:
+	case len(v) == n+1 && v[0] == 1:
+		return lockAllReply{took: true, fences: v[1:]}, nil
+	case len(v) == 2 && v[0] == 0 && v[1] >= 1 && v[1] <= int64(n):
+		return lockAllReply{busy: int(v[1] - 1)}, nil
+	}
+	return lockAllReply{}, fmt.Errorf("unexpected reply %v", reply)
 }
 
 // oneByOne takes the locks one after another, in slot and name order, each

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -727,4 +728,21 @@ func TestMultiLock_WaitedLocksKeepNoWatchdog(t *testing.T) {
 			return !lockInfo(t, e, "k1").Held && !lockInfo(t, e, "k2").Held
 		})
 	})
+}
+
+// lock_acquire_all's reply: every fence, or the busy lock's index; any
+// other shape (a short list of fences among them) is an error.
+func TestMultiLock_DecodeReply(t *testing.T) {
+	got, err := decodeLockAll([]any{int64(1), int64(7), int64(9)}, 2)
+	if err != nil || !got.took || !slices.Equal(got.fences, []int64{7, 9}) {
+		t.Errorf("decodeLockAll of a grant = %+v, %v", got, err)
+	}
+	if got, err := decodeLockAll([]any{int64(0), int64(2)}, 2); err != nil || got.took || got.busy != 1 {
+		t.Errorf("decodeLockAll of a refusal = %+v, %v; want busy 1", got, err)
+	}
+	for _, bad := range []any{nil, int64(1), []any{int64(1), int64(7)}, []any{int64(0), int64(3)}, []any{int64(0), int64(0)}, []any{int64(2), int64(1), int64(1)}} {
+		if got, err := decodeLockAll(bad, 2); err == nil {
+			t.Errorf("decodeLockAll(%v, 2) = %+v, want an error", bad, got)
+		}
+	}
 }

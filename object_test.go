@@ -474,7 +474,7 @@ func TestObject_MaxName(t *testing.T) {
 				return err
 			}},
 			{"TryLockAll", func() error { _, err := e.TryLockAll(ctx, []string{"a", tooLong}, LockOptions{}); return err }},
-			{"Campaign", func() error { _, err := e.Election(tooLong, LockOptions{}).Campaign(ctx, "v"); return err }},
+			{"Campaign", func() error { _, err := e.Election(tooLong, ElectionOptions{}).Campaign(ctx, "v"); return err }},
 			{"AddRecent", func() error { return e.AddRecent(ctx, tooLong, "x") }},
 			{"AddMembers", func() error { return e.AddMembers(ctx, tooLong, "x") }},
 			{"MarkActive group", func() error { return e.MarkActive(ctx, tooLong, "p", 1) }},

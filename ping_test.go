@@ -358,7 +358,7 @@ func TestPing_ACLLeastPrivilege(t *testing.T) {
 			return l.Unlock(ctx)
 		}},
 		{"elections", func(ctx context.Context, e *Engine) error {
-			el := e.Election("leader", LockOptions{TTL: 200 * time.Millisecond})
+			el := e.Election("leader", ElectionOptions{TTL: 200 * time.Millisecond})
 			octx, stop := context.WithCancel(ctx)
 			defer stop()
 			seen := el.Observe(octx)

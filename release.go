@@ -3,6 +3,7 @@ package atomicredis
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/gomodule/redigo/redis"
@@ -106,6 +107,37 @@ func (h *holding) closeRelease(ctx context.Context, deadline time.Time) error {
 	return nil
 }
 
+// releaseReply is a release script's reply (lib/queue.lua's q_reply): n,
+// or {n, wake-ups...} when a lock's release handed it to a waiter of the
+// caller's engine, which it did not publish ("token fence arrival", as
+// the wake channel carries). n is 1 if the caller held the object, 0 if
+// it no longer did.
+type releaseReply struct {
+	released bool
+	wakeups  []string
+}
+
+// decodeRelease reads a release script's reply.
+func decodeRelease(reply any) (releaseReply, error) {
+	vs, ok := reply.([]any)
+	if !ok {
+		n, err := redis.Int64(reply, nil)
+		if err != nil {
+			return releaseReply{}, fmt.Errorf("unexpected reply %v", reply)
+		}
+		return releaseReply{released: n != 0}, nil
+	}
+	if len(vs) == 0 {
+		return releaseReply{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	n, err := redis.Int64(vs[0], nil)
+	wakeups, err2 := redis.Strings(vs[1:], nil)
+	if err != nil || err2 != nil {
+		return releaseReply{}, fmt.Errorf("unexpected reply %v", reply)
+	}
+	return releaseReply{released: n != 0, wakeups: wakeups}, nil
+}
+
 // unlock runs the release script until the server answers, making its
 // attempt even when ctx is already done, up to deadline, and retrying a
 // pool that is momentarily exhausted and a connection that broke
@@ -149,7 +181,12 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 	for {
 		out, err := h.e.call(ctx, script, args, false, time.Until(deadline))
 		if err == nil {
-			if h.e.wakeOwn(out.reply) != 0 {
+			r, err := decodeRelease(out.reply)
+			if err != nil {
+				return false, h.obj.err(err)
+			}
+			h.e.wakeOwn(r.wakeups)
+			if r.released {
 				return true, nil
 			}
 			if unanswered != nil {

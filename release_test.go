@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -313,7 +314,7 @@ func TestRelease_FailedUnlockEndsTheHolding(t *testing.T) {
 			b := engine(s)
 			take := func(e *Engine, value string) (*Lock, error) {
 				if kind == "election" {
-					return e.Election("lapse", LockOptions{TTL: lease}).Campaign(ctx, value)
+					return e.Election("lapse", ElectionOptions{TTL: lease}).Campaign(ctx, value)
 				}
 				return e.Lock(ctx, "lapse", LockOptions{TTL: lease, Watchdog: true, Wait: 5 * time.Second})
 			}
@@ -429,4 +430,26 @@ func TestRelease_VoidsALateAttempt(t *testing.T) {
 			t.Errorf("%d of the lock's keys exist after the late attempt, want none: it took or queued", n)
 		}
 	})
+}
+
+// A release script's reply: n alone, or n and its engine's own wake-ups.
+func TestRelease_DecodeReply(t *testing.T) {
+	for _, c := range []struct {
+		reply any
+		want  releaseReply
+	}{
+		{int64(1), releaseReply{released: true}},
+		{int64(0), releaseReply{}},
+		{[]any{int64(1), []byte("t 5 2"), []byte("u 6 3")}, releaseReply{released: true, wakeups: []string{"t 5 2", "u 6 3"}}},
+	} {
+		got, err := decodeRelease(c.reply)
+		if err != nil || got.released != c.want.released || !slices.Equal(got.wakeups, c.want.wakeups) {
+			t.Errorf("decodeRelease(%v) = %+v, %v; want %+v", c.reply, got, err, c.want)
+		}
+	}
+	for _, bad := range []any{nil, []byte("x"), []any{}, []any{[]byte("x")}, []any{int64(1), int64(2)}} {
+		if got, err := decodeRelease(bad); err == nil {
+			t.Errorf("decodeRelease(%v) = %+v, want an error", bad, got)
+		}
+	}
 }

@@ -450,15 +450,15 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 	}
 	for i := range pieces {
 		p := &pieces[i]
-		vs, verr := redis.Int64s(p.reply, p.err)
+		codes, verr := decodeExtends(p.reply, true, len(p.rs)) // of no use if p.err
 		for j, x := range p.rs {
 			switch {
 			case p.err != nil:
 				x.err = x.h.obj.err(e.callErr(ctx, p.err))
-			case verr != nil || len(vs) != len(p.rs):
-				x.err = x.h.obj.errorf("unexpected reply %v", p.reply)
+			case verr != nil:
+				x.err = x.h.obj.err(verr)
 			default:
-				x.held = vs[j] >= 1
+				x.held = codes[j].held()
 				if p.short != nil {
 					x.err = x.h.obj.err(p.short)
 				}

@@ -93,10 +93,12 @@ func (e *Engine) semaphore(ctx context.Context, name string, o SemaphoreOptions,
 }
 
 // SemaphoreHolders returns how many permits of the named semaphore are
-// live now, each counted once whatever its Weight (SemaphoreInfo.Held
-// sums their weights). It writes nothing: permits past their deadline are
-// not counted, and the next acquisition, release or extension purges them
-// and hands their slots to waiters.
+// live now, each counted once whatever its Weight (SemaphoreInfo.Holders;
+// SemaphoreInfo.Held sums their weights). It writes nothing, and counts
+// them with one ZCOUNT, where SemaphoreInfo also reads the limit, every
+// queued waiter and up to MaxInfoPermits permits with their fences, Owners
+// and weights. Permits past their deadline are not counted (the next
+// acquisition, release or extension purges them).
 func (e *Engine) SemaphoreHolders(ctx context.Context, name string) (int, error) {
 	if e.hooked() {
 		return hooked(e, ctx, Operation{ObjectSemaphore, name, "SemaphoreHolders"}, func(ctx context.Context) (int, error) { return e.semaphoreHolders(ctx, name) })
@@ -134,6 +136,43 @@ type PermitInfo struct {
 	Weight int           // how much of the limit it takes (SemaphoreOptions.Weight, 1 for 0)
 }
 
+// decodeSemaphoreInfo reads semaphore_info's reply: the stored limit, the
+// live permits, the live waiters and the weight held, then five figures
+// for each permit listed: its token, ms left, fence, Owner and weight.
+func decodeSemaphoreInfo(reply any) (SemaphoreInfo, error) {
+	var info SemaphoreInfo
+	v, err := redis.Values(reply, nil)
+	const head, each = 4, 5
+	if err == nil && (len(v) < head || (len(v)-head)%each != 0) {
+		err = errors.New("wrong length")
+	}
+	var counts []int
+	if err == nil {
+		counts, err = redis.Ints(v[:head], nil)
+	}
+	if err != nil {
+		return info, fmt.Errorf("unexpected reply %v: %w", reply, err)
+	}
+	info.Limit, info.Holders, info.Waiting, info.Held = counts[0], counts[1], counts[2], counts[3]
+	if n := (len(v) - head) / each; n > 0 {
+		info.Permits = make([]PermitInfo, n)
+	}
+	for i := range info.Permits {
+		p := v[head+each*i : head+each*(i+1)]
+		token, err1 := redis.String(p[0], nil)
+		ms, err2 := redis.Int64(p[1], nil)
+		fence, err3 := redis.Int64(p[2], nil)
+		owner, err4 := redis.String(p[3], nil)
+		weight, err5 := redis.Int(p[4], nil)
+		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
+			return SemaphoreInfo{}, fmt.Errorf("unexpected reply %v: %w", p, err)
+		}
+		info.Permits[i] = PermitInfo{Token: token, Fence: fence, TTL: time.Duration(max(ms, 0)) * time.Millisecond, Owner: owner,
+			Weight: weight}
+	}
+	return info, nil
+}
+
 // MaxInfoPermits is how many permits SemaphoreInfo lists at most, so that
 // its script stays short on a semaphore with a large limit.
 const MaxInfoPermits = 1000
@@ -151,40 +190,18 @@ func (e *Engine) SemaphoreInfo(ctx context.Context, name string) (SemaphoreInfo,
 
 // semaphoreInfo is SemaphoreInfo.
 func (e *Engine) semaphoreInfo(ctx context.Context, name string) (SemaphoreInfo, error) {
-	var info SemaphoreInfo
 	obj, err := e.object(kindSem, name)
 	if err != nil {
-		return info, err
+		return SemaphoreInfo{}, err
 	}
-	v, err := redis.Values(e.eval(ctx, obj, scriptSemInfo, obj.key(""), obj.key(":limit"), obj.key(":waiters"),
-		obj.key(":owner"), obj.key(":owners"), MaxInfoPermits))
-	const head, each = 4, 5 // the counts, then each permit's figures
-	if err == nil && (len(v) < head || (len(v)-head)%each != 0) {
-		err = obj.errorf("unexpected reply %v", v)
-	}
+	reply, err := e.eval(ctx, obj, scriptSemInfo, obj.key(""), obj.key(":limit"), obj.key(":waiters"),
+		obj.key(":owner"), obj.key(":owners"), MaxInfoPermits)
 	if err != nil {
-		return info, err
+		return SemaphoreInfo{}, err
 	}
-	counts, err := redis.Ints(v[:head], nil)
+	info, err := decodeSemaphoreInfo(reply)
 	if err != nil {
-		return info, obj.errorf("unexpected reply %v: %w", v, err)
-	}
-	info.Limit, info.Holders, info.Waiting, info.Held = counts[0], counts[1], counts[2], counts[3]
-	if n := (len(v) - head) / each; n > 0 {
-		info.Permits = make([]PermitInfo, n)
-	}
-	for i := range info.Permits {
-		p := v[head+each*i : head+each*(i+1)]
-		token, err1 := redis.String(p[0], nil)
-		ms, err2 := redis.Int64(p[1], nil)
-		fence, err3 := redis.Int64(p[2], nil)
-		owner, err4 := redis.String(p[3], nil)
-		weight, err5 := redis.Int(p[4], nil)
-		if err := errors.Join(err1, err2, err3, err4, err5); err != nil {
-			return SemaphoreInfo{}, obj.errorf("unexpected reply %v: %w", p, err)
-		}
-		info.Permits[i] = PermitInfo{Token: token, Fence: fence, TTL: time.Duration(max(ms, 0)) * time.Millisecond, Owner: owner,
-			Weight: weight}
+		return SemaphoreInfo{}, obj.err(err)
 	}
 	return info, nil
 }

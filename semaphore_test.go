@@ -1762,3 +1762,19 @@ func TestSemaphore_CounterPastExactDoublesKeptForTheRetention(t *testing.T) {
 		}
 	})
 }
+
+// semaphore_info's reply: four counts, then five figures a permit.
+func TestSemaphore_DecodeInfo(t *testing.T) {
+	b := func(s string) []byte { return []byte(s) }
+	got, err := decodeSemaphoreInfo([]any{int64(3), int64(1), int64(2), int64(2), b("t"), int64(900), b("41"), b("o"), int64(2)})
+	if err != nil || got.Limit != 3 || got.Holders != 1 || got.Waiting != 2 || got.Held != 2 || len(got.Permits) != 1 ||
+		got.Permits[0] != (PermitInfo{Token: "t", Fence: 41, TTL: 900 * time.Millisecond, Owner: "o", Weight: 2}) {
+		t.Errorf("decodeSemaphoreInfo = %+v, %v", got, err)
+	}
+	for _, bad := range []any{nil, []any{int64(1), int64(2), int64(3)}, []any{int64(1), int64(1), int64(0), int64(1), b("t")},
+		[]any{b("x"), int64(1), int64(0), int64(1)}} {
+		if got, err := decodeSemaphoreInfo(bad); err == nil {
+			t.Errorf("decodeSemaphoreInfo(%v) = %+v, want an error", bad, got)
+		}
+	}
+}

@@ -362,19 +362,16 @@ func (k *waker) deliver(payload string) {
 		}
 		return
 	}
-	token, rest, _ := strings.Cut(payload, " ")
-	f, a, _ := strings.Cut(rest, " ")
-	fence, err := strconv.ParseInt(f, 10, 64)
-	arrival, err2 := strconv.ParseInt(a, 10, 64)
-	if err != nil || err2 != nil {
+	wu, err := parseWakeup(payload)
+	if err != nil {
 		return
 	}
 	k.mu.Lock()
-	w := k.waiting[token]
+	w := k.waiting[wu.token]
 	k.mu.Unlock()
 	if w != nil {
-		w.wake(fence, arrival) // fence 0: look again (a semaphore refused the waiter's weight)
-		if fence != 0 {
+		w.wake(wu.fence, wu.arrival) // fence 0: look again (a semaphore refused the waiter's weight)
+		if wu.fence != 0 {
 			// Let the waiter just woken run before the next message wakes
 			// another: Go runs the goroutine readied last first, so grants
 			// read in one burst (a semaphore's releases that come
@@ -384,25 +381,34 @@ func (k *waker) deliver(payload string) {
 	}
 }
 
-// wakeOwn reads a lock release script's reply: n, or {n, wake-ups...}
-// when it handed the lock to a waiter of this engine, which it did not
-// publish (lib/queue.lua's q_reply): the wake-up is delivered here, as
-// the subscription would have. It returns n.
-func (e *Engine) wakeOwn(reply any) int64 {
-	vs, ok := reply.([]any)
-	if !ok {
-		n, _ := redis.Int64(reply, nil)
-		return n
+// wakeup is a wake-up as lib/queue.lua's q_wake makes it, published on
+// an engine's wake channel or carried in a release script's reply:
+// "token fence arrival".
+type wakeup struct {
+	token   string
+	fence   int64 // what the waiter was handed; 0: look again
+	arrival int64 // the arrival number of the queue entry it was handed to
+}
+
+// parseWakeup reads a wake-up.
+func parseWakeup(msg string) (wakeup, error) {
+	token, rest, ok := strings.Cut(msg, " ")
+	f, a, ok2 := strings.Cut(rest, " ")
+	fence, err := strconv.ParseInt(f, 10, 64)
+	arrival, err2 := strconv.ParseInt(a, 10, 64)
+	if !ok || !ok2 || err != nil || err2 != nil {
+		return wakeup{}, fmt.Errorf("unexpected wake-up %q", msg)
 	}
-	var n int64
-	for i, v := range vs {
-		if i == 0 {
-			n, _ = redis.Int64(v, nil)
-		} else if msg, err := redis.String(v, nil); err == nil {
-			e.wake.deliver(msg)
-		}
+	return wakeup{token: token, fence: fence, arrival: arrival}, nil
+}
+
+// wakeOwn delivers the wake-ups a release script handed to waiters of
+// this engine and did not publish (releaseReply.wakeups), as the
+// subscription would have.
+func (e *Engine) wakeOwn(wakeups []string) {
+	for _, msg := range wakeups {
+		e.wake.deliver(msg)
 	}
-	return n
 }
 
 // lookAgain has every waiter call the server at once, and every observer

@@ -1124,3 +1124,15 @@ func TestWake_NoLostWakeup(t *testing.T) {
 		}
 	})
 }
+
+// A wake-up is "token fence arrival"; anything else is dropped.
+func TestWake_ParseWakeup(t *testing.T) {
+	if wu, err := parseWakeup("r-tok 1700000000000001 7"); err != nil || wu != (wakeup{"r-tok", 1700000000000001, 7}) {
+		t.Errorf("parseWakeup = %+v, %v", wu, err)
+	}
+	for _, bad := range []string{"", "tok", "tok 5", "tok x 1", "tok 5 y"} {
+		if wu, err := parseWakeup(bad); err == nil {
+			t.Errorf("parseWakeup(%q) = %+v, want an error", bad, wu)
+		}
+	}
+}

@@ -74,7 +74,7 @@ func TestHoldingsBalance(t *testing.T) {
 			time.Sleep(50 * time.Millisecond) // the first 600 run out
 		}
 	}
-	el := e.Election("boss", atomicredis.LockOptions{TTL: 300 * time.Millisecond})
+	el := e.Election("boss", atomicredis.ElectionOptions{TTL: 300 * time.Millisecond})
 	if _, err := el.Campaign(ctx, "one"); err != nil {
 		t.Fatal(err)
 	}

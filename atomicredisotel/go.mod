@@ -8,7 +8,7 @@ replace github.com/atomicredis/atomicredis/goredis => ../goredis
 
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
-	github.com/atomicredis/atomicredis v0.0.0-20261202054209-7766ee48ebb3
+	github.com/atomicredis/atomicredis v0.0.0-20261207190430-90b004f9de11
 	github.com/atomicredis/atomicredis/goredis v0.0.0-20261202054209-7766ee48ebb3
 	github.com/gomodule/redigo v1.9.3
 	github.com/prometheus/client_golang v1.23.2

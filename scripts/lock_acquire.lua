@@ -2,7 +2,7 @@
 -- ahead of the caller; otherwise, in wait mode, queue (or extend the
 -- caller's queue entry). A waiter the lock was handed to picks it up here
 -- if its wake-up did not reach it.
--- KEYS[1] lock ("token fence seq"), KEYS[2] fence counter, KEYS[3]
+-- KEYS[1] lock (lib/lock.lua's value), KEYS[2] fence counter, KEYS[3]
 -- queue, KEYS[4] waiters, KEYS[5] this token's abandon mark (set by
 -- lock_abandon when the caller gave up)
 -- ARGV[1] token, ARGV[2] mode: 0 one try, 1 wait, 2 wait and the caller

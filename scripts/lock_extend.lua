@@ -2,7 +2,8 @@
 -- and no later extension of its own has landed first. It also confirms a
 -- lock handed over to a waiter, whose lease ran only to the end of its
 -- queue entry.
--- KEYS[1] lock ("token fence seq[ owner]": the owner is kept)
+-- KEYS[1] lock (lib/lock.lua's value: what follows the extension number,
+-- the owner, is kept)
 -- ARGV[1] token, ARGV[2] new lease in ms, ARGV[3] the extension's sequence
 -- number (the holder numbers its extensions 1, 2, 3, ... as it sends them)
 -- reply: 1 if extended; 2 if held but this extension is older than one

@@ -2,7 +2,8 @@
 -- that is no cluster (each lock's key has its own name's hash tag, so the
 -- keys lie in different slots). One engine's renewal sends it for all its
 -- watchdog locks at once; each lock is kept or not as lock_extend would.
--- KEYS[i] lock i ("token fence seq[ owner]": the owner is kept)
+-- KEYS[i] lock i (lib/lock.lua's value: what follows the extension
+-- number, the owner, is kept)
 -- ARGV[1] the new lease in ms, ARGV[2] the extensions' sequence number
 -- (the batch's, the same for every lock), ARGV[2+i] lock i's token
 -- reply: an array with lock_extend's reply for each lock in order: 1
@@ -24,8 +25,8 @@ local out, wrote = {}, false
 for i = 1, #KEYS do
   local r, key, token = 0, KEYS[i], ARGV[i + 2]
   local v = vs[i]
-  -- "token fence seq[ owner]", read without a pattern: the token, then
-  -- the seq after the second space, up to the third (the owner after it).
+  -- lib/lock.lua's value, read without a pattern: the token, then
+  -- the seq after the second space, up to the third (the rest is kept).
   local n = #token
   local at = v and string.sub(v, 1, n + 1) == token .. ' ' and string.find(v, ' ', n + 2, true)
   if at then

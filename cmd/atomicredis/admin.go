@@ -180,7 +180,7 @@ func runLeader(ctx context.Context, args []string, stdout, stderr io.Writer) int
 	watch := c.fs.Bool("watch", false, "print every change of leader or value, until a signal ends it (exit 128+n)")
 	code := 0
 	if ran := c.admin(ctx, args, 1, nil, func(ctx context.Context, e *atomicredis.Engine, args []string) error {
-		el := e.Election(args[0], atomicredis.LockOptions{})
+		el := e.Election(args[0], atomicredis.ElectionOptions{})
 		if *watch {
 			var err error
 			code, err = c.watchLeader(ctx, e, el, args[0], *asJSON)

@@ -204,7 +204,7 @@ func runElect(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 			ctx, cancel = context.WithTimeout(ctx, h.wait.d)
 			defer cancel()
 		}
-		l, err := e.Election(name, atomicredis.LockOptions{TTL: h.ttl}).Campaign(ctx, h.owner)
+		l, err := e.Election(name, atomicredis.ElectionOptions{TTL: h.ttl}).Campaign(ctx, h.owner)
 		if err != nil {
 			return nil, err
 		}

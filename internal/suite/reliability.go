@@ -89,14 +89,16 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit, multi *ato
 			return run(ctx, e, "a", lockOpts{Owner: strings.Repeat("o", atomicredis.MaxOwner+1)})
 		})
 	}
-	campaign := func(ctx C, e *E, name string, o lockOpts) error {
+	campaign := func(ctx C, e *E, name string, o atomicredis.ElectionOptions) error {
 		_, err := e.Election(name, o).Campaign(ctx, "v")
 		return err
 	}
-	names("Election", func(ctx C, e *E, name string) error { return campaign(ctx, e, name, lockOpts{}) })
-	durations("Election: TTL", func(ctx C, e *E, d time.Duration) error { return campaign(ctx, e, "a", lockOpts{TTL: d}) })
+	names("Election", func(ctx C, e *E, name string) error { return campaign(ctx, e, name, atomicredis.ElectionOptions{}) })
+	durations("Election: TTL", func(ctx C, e *E, d time.Duration) error {
+		return campaign(ctx, e, "a", atomicredis.ElectionOptions{TTL: d})
+	})
 	add("Election.Campaign: value too long", func(ctx C, e *E) error {
-		_, err := e.Election("a", lockOpts{}).Campaign(ctx, strings.Repeat("v", atomicredis.MaxOwner+1))
+		_, err := e.Election("a", atomicredis.ElectionOptions{}).Campaign(ctx, strings.Repeat("v", atomicredis.MaxOwner+1))
 		return err
 	})
 	names("HashTag", func(ctx C, e *E, name string) error { _, err := e.HashTag(name); return err })
@@ -240,13 +242,19 @@ func invalidCalls(held *atomicredis.Lock, permit *atomicredis.Permit, multi *ato
 			_, err := held.Eval(ctx, atomicredis.NewGuardedScript(0, "return 1"))
 			return err
 		},
-		"Election.Campaign": func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Campaign(ctx, "v"); return err },
-		"Election.Leader":   func(ctx C, e *E) error { _, err := e.Election("a", lockOpts{}).Leader(ctx); return err },
-		"Permit.Release":    func(ctx C, e *E) error { return permit.Release(ctx) },
-		"Permit.Extend":     func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
-		"Permit.TTL":        func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },
-		"Permit.Held":       func(ctx C, e *E) error { _, err := permit.Held(ctx); return err },
-		"Permit.SetOwner":   func(ctx C, e *E) error { return permit.SetOwner(ctx, "x") },
+		"Election.Campaign": func(ctx C, e *E) error {
+			_, err := e.Election("a", atomicredis.ElectionOptions{}).Campaign(ctx, "v")
+			return err
+		},
+		"Election.Leader": func(ctx C, e *E) error {
+			_, err := e.Election("a", atomicredis.ElectionOptions{}).Leader(ctx)
+			return err
+		},
+		"Permit.Release":  func(ctx C, e *E) error { return permit.Release(ctx) },
+		"Permit.Extend":   func(ctx C, e *E) error { return permit.Extend(ctx, 0) },
+		"Permit.TTL":      func(ctx C, e *E) error { _, err := permit.TTL(ctx); return err },
+		"Permit.Held":     func(ctx C, e *E) error { _, err := permit.Held(ctx); return err },
+		"Permit.SetOwner": func(ctx C, e *E) error { return permit.SetOwner(ctx, "x") },
 	} {
 		add(name+": nil ctx", func(_ C, e *E) error { return run(nilCtx, e) })
 	}

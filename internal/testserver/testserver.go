@@ -341,7 +341,8 @@ func Context(t testing.TB) context.Context {
 }
 
 // LockHolder is the token of a lock's holder from a GET of its key (the
-// value "token fence seq"), "" if the lock is free.
+// value opens with it and a space: scripts/lib/lock.lua), "" if the lock
+// is free.
 func LockHolder(reply any, err error) (string, error) {
 	v, err := redis.String(reply, err)
 	if errors.Is(err, redis.ErrNil) {

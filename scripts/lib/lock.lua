@@ -4,7 +4,8 @@
 -- extension's number and the Owner stored with it, any bytes; it lives as
 -- long as the lease), fence (the counter), q, w (the queue).
 --
--- The lock's value is built (lock_value) and parsed (lock_parse) here. The
+-- The lock's value is built (lock_value; lock_reowned for another Owner)
+-- and parsed (lock_parse; lock_fields for lock_info) here. The
 -- common paths that cannot afford a function (each a script defines
 -- costs its share: lock_extend through these two took 19% more of the
 -- server's instructions) build or read it inline: lock_acquire's grant,
@@ -29,6 +30,25 @@ local function lock_value(token, f, seq, owner)
   local v = token .. ' ' .. fmt(f) .. ' ' .. seq
   if owner then v = v .. ' ' .. owner end
   return v
+end
+
+-- lock_reowned is the lock's value v (as GET read it, a lock's) with
+-- owner (nil: none) in place of its Owner, every other field as it was.
+local function lock_reowned(v, owner)
+  local head = string.match(v, '^%S+ %d+ %d+')
+  if owner then return head .. ' ' .. owner end
+  return head
+end
+
+-- lock_fields returns the fields of a lock's value v (as GET read it) as
+-- lock_info replies with them, names and values in turn: {'token', holder,
+-- 'fence', fence, 'owner', owner ('' if none)}, {} if v is nil or no
+-- lock's value (the lock is free). A field the value gains is added here
+-- and in LockInfo's decoder (lock.go), nowhere else.
+local function lock_fields(v)
+  local token, fence, _, owner = lock_parse(v)
+  if not token then return {} end
+  return {'token', token, 'fence', fmt(fence), 'owner', owner or ''}
 end
 
 -- lock_read returns the lock's holder, fence, extension number and owner,

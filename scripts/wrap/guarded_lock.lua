@@ -1,5 +1,6 @@
 -- guarded_lock (prologue): a guarded script's check that the lock
--- (KEYS[1], "token fence seq[ owner]") is held by the token (ARGV[1]);
+-- (KEYS[1], whose value, lib/lock.lua's, opens with the holder's token and
+-- a space) is held by the token (ARGV[1]);
 -- else it replies the error guarded.go's notHeldReply names, and runs
 -- nothing of the body (scripts/wrap/guarded_body.lua follows it).
 -- This header, up to the blank line, is not sent.

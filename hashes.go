@@ -8,7 +8,7 @@ var scriptHashes = map[string]tableHash{
 	"lock_acquire":              {0x764995c2, "f735ebcb6534bb68d9e2bf77620c26eb242dec66"},
 	"lock_abandon":              {0x1a3f1434, "281e3798a7d70f90272a6dc29b6edee102cad2e1"},
 	"lock_release":              {0x95d47cf1, "858da20d7da72f772ddd7d236cfbe603e053ef98"},
-	"lock_extend":               {0xf9755dee, "67373e922ea18ae6875e31a9ee10250ea66e3209"},
+	"lock_extend":               {0xcb6ca5ae, "148bec43fdeaaff3a4d43199dc601d18c9f7fd01"},
 	"lock_extend_many":          {0x3204bb66, "030cdc052241fcc08ae811447884179a02b63046"},
 	"lock_pttl":                 {0xf0c97f2e, "20d97017a22afd1972b410dc48d6b805bf25c965"},
 	"lock_locked":               {0x0971e588, "0cdb8fe7528af7fed1f80c8dc68bba6241d15304"},

@@ -13,19 +13,21 @@
 -- The sequence is what lets Extend win against a watchdog extension sent
 -- before it but delayed in the network: whichever lands last, the server
 -- keeps the lease of the extension sent last.
-local v = redis.call('GET', KEYS[1])
-if not v then
+local v, token = redis.call('GET', KEYS[1]), ARGV[1]
+-- lib/lock.lua's value, read without a pattern as lock_extend_many reads
+-- it: the token and a space, then the extension number after the second
+-- space, up to the third (the rest, the owner, is kept).
+local n = #token
+local at = v and string.sub(v, 1, n + 1) == token .. ' ' and string.find(v, ' ', n + 2, true)
+if not at then
   return 0
 end
-local token, fence, seq, owner = string.match(v, '^(%S+) (%d+) (%d+)(.*)$')
-if token ~= ARGV[1] then
-  return 0
-end
-if tonumber(seq) >= tonumber(ARGV[3]) then
+local sp = string.find(v, ' ', at + 1, true)
+if (tonumber(string.sub(v, at + 1, sp and sp - 1 or -1)) or 0) >= tonumber(ARGV[3]) then -- a number not ours counts as none
   return 2
 end
 -- PEXPIRE first: it is not refused at maxmemory, and once a script has
 -- written Redis lets it finish, so a holder can extend under noeviction.
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('SET', KEYS[1], token .. ' ' .. fence .. ' ' .. ARGV[3] .. owner, 'PX', ARGV[2])
+redis.call('SET', KEYS[1], string.sub(v, 1, at) .. ARGV[3] .. (sp and string.sub(v, sp) or ''), 'PX', ARGV[2])
 return 1

@@ -5,14 +5,16 @@
 -- long as the lease), fence (the counter), q, w (the queue).
 --
 -- The lock's value is built (lock_value; lock_reowned for another Owner)
--- and parsed (lock_parse; lock_fields for lock_info) here. The
--- common paths that cannot afford a function (each a script defines
--- costs its share: lock_extend through these two took 19% more of the
--- server's instructions) build or read it inline: lock_acquire's grant,
--- lock_extend's and lock_extend_many's extensions, and the check that the
--- value opens with the caller's token and a space (lock_release,
--- lock_pttl, scripts/wrap/guarded_lock.lua); TestLock_ValueRoundTrip
--- holds each to these two.
+-- and parsed (lock_parse; lock_fields for lock_info) here, and its
+-- pattern is written here alone. The common paths that cannot afford a
+-- function (each a script defines costs its share: lock_extend through
+-- these two took 19% more of the server's instructions) build or read it
+-- inline, without a pattern: lock_acquire's grant, lock_extend's and
+-- lock_extend_many's extensions (the token and the spaces found with
+-- string.find), and the check that the value opens with the caller's
+-- token and a space (lock_release, lock_pttl,
+-- scripts/wrap/guarded_lock.lua); TestLock_ValueRoundTrip holds each to
+-- these two.
 
 -- lock_parse returns the holder, fence, extension number and owner (nil
 -- if none) of a lock's value v (as GET read it), nil if v is (the lock is

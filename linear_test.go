@@ -265,7 +265,11 @@ func (r *linearRig) checkFIFO(m porcupine.Model) {
 			r.grants[i].Joined = at.(time.Time)
 			queued++
 		}
-		if n, ok := r.arrival.Load(g.Token); ok {
+		// miniredis's clock moves in Realtime's ticks: a queue that empties
+		// and fills again within one gives its new entry a number at or
+		// below an earlier one's (q_join), so there the clients' clock alone
+		// orders the waiters.
+		if n, ok := r.arrival.Load(g.Token); ok && r.s.Mini == nil {
 			r.grants[i].Arrival = n.(int64)
 			numbered++
 		}
@@ -291,7 +295,7 @@ func (r *linearRig) checkFIFO(m porcupine.Model) {
 			r.t.Logf("its history:\n%s", linear.Describe(m, linear.Named(r.rec.Operations(), name)))
 		}
 	}
-	if (queued == 0 || numbered == 0) && len(r.grants) >= 1000 {
+	if (queued == 0 || numbered == 0 && r.s.Mini == nil) && len(r.grants) >= 1000 {
 		r.t.Errorf("of %d grants, %d were queued first and %d had an arrival number: FIFO was not tried", len(r.grants), queued, numbered)
 	}
 }

@@ -22,8 +22,9 @@ type Grant struct {
 //
 //   - the server's, between waiters: a waiter granted before one whose
 //     entry the server numbered earlier (a handoff past the head). The
-//     numbers grow across a name's whole history (lib/queue.lua's q_join),
-//     so any two entries of a name compare;
+//     numbers grow across a name's whole history on a server whose clock
+//     moves between scripts (lib/queue.lua's q_join), so any two entries
+//     of a name compare (not miniredis's: leave Arrival 0 there);
 //   - the clients' clock, for a call that never queued (or whose number
 //     is unknown): one that began after a waiter was told it was queued,
 //     and was granted before it (a jump of the queue).

@@ -128,6 +128,10 @@ type Server struct {
 	// BroadcastFunc runs a command on every primary (SCRIPT FLUSH);
 	// nil: Do.
 	BroadcastFunc func(cmd string, args ...any) error
+
+	// tickMax is the longest step Realtime has moved miniredis's clocks
+	// by, in ns (RealtimeStep).
+	tickMax atomic.Int64
 	// EngineOptions are given to every engine of the test after its
 	// namespace (internal/suite's Target.Options). They are
 	// atomicredis.Option values, which this package cannot name: it does
@@ -324,7 +328,11 @@ func (s *Server) Realtime(t testing.TB) {
 			case <-stop:
 				return
 			case now := <-tick.C:
-				s.Mini.FastForward(now.Sub(last))
+				d := now.Sub(last)
+				if int64(d) > s.tickMax.Load() {
+					s.tickMax.Store(int64(d))
+				}
+				s.Mini.FastForward(d)
 				s.Mini.SetTime(now)
 				last = now
 			}
@@ -332,6 +340,11 @@ func (s *Server) Realtime(t testing.TB) {
 	}()
 	t.Cleanup(func() { close(stop); wg.Wait() })
 }
+
+// RealtimeStep is the longest step Realtime has moved miniredis's clocks
+// by so far: between its two moves (the keys' expiries, then TIME) a
+// command may see one clock that far ahead of the other.
+func (s *Server) RealtimeStep() time.Duration { return time.Duration(s.tickMax.Load()) }
 
 // Context is a context that ends a minute from now or with the test.
 func Context(t testing.TB) context.Context {

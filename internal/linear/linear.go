@@ -51,8 +51,11 @@ func (r Result) String() string {
 }
 
 // Input is a model's input: the name of the partition it belongs to, ""
-// for an event every partition sees (a restart).
-type Input interface{ part() string }
+// for an event every partition sees (a restart), and what it does.
+type Input interface {
+	part() string
+	op() Op
+}
 
 // Recorder records calls of many goroutines as porcupine operations, by one
 // monotonic clock.

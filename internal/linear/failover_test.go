@@ -1,0 +1,78 @@
+package linear
+
+import (
+	"testing"
+
+	"github.com/anishathalye/porcupine"
+)
+
+// what a failover may and may not bring back, under each Acks.
+func TestChecker_LockFailover(t *testing.T) {
+	failover := LockIn{Op: Failover, Name: "x"}
+	sync := LockIn{Op: Sync, Name: "x"}
+	cases := []struct {
+		what string
+		h    *history
+		want [3]porcupine.CheckResult // NoneAcked, GrantsAcked, AllAcked
+	}{{
+		"an Unlock that returned comes back as held",
+		new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}),
+		[3]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Illegal},
+	}, {
+		"... not past a Sync",
+		new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
+			seq(8, sync, LockOut{Result: Ok}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}),
+		[3]porcupine.CheckResult{porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
+	}, {
+		"a grant lost, its fence handed out again",
+		new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 1}),
+		[3]porcupine.CheckResult{porcupine.Ok, porcupine.Illegal, porcupine.Illegal},
+	}, {
+		"a release lost, a later grant's fence handed out again",
+		new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(1, lk(Acquire, "B"), LockOut{Result: No}),
+		[3]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Illegal},
+	}, {
+		"after the failover, no other",
+		new(history).
+			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}),
+		[3]porcupine.CheckResult{porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
+	}}
+	for _, c := range cases {
+		for a, want := range c.want {
+			if res := verdict(t, LockReplicated(Acks(a)), c.h); res != want {
+				t.Errorf("%s, %s: %s, want %s", c.what, Acks(a), res, want)
+			}
+		}
+	}
+}
+
+// Spread copies a failover into the named partitions only.
+func TestChecker_Spread(t *testing.T) {
+	ops := new(history).
+		seq(0, LockIn{Op: Acquire, Name: "a", Token: "A"}, LockOut{Result: Ok, Fence: 1}).
+		seq(0, LockIn{Op: Acquire, Name: "b", Token: "B"}, LockOut{Result: Ok, Fence: 1}).
+		seq(9, LockIn{Op: Failover}, LockOut{Result: Ok}).ops
+	got := Spread(ops, func(p string) bool { return p == "a" })
+	if len(got) != 3 || got[2].Input.(LockIn).Name != "a" {
+		t.Errorf("Spread: %+v", got)
+	}
+}

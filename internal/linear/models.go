@@ -41,7 +41,7 @@ type LockIn struct {
 }
 
 func (in LockIn) part() string { return in.Name }
-func (in LockIn) op() Op        { return in.Op }
+func (in LockIn) op() Op       { return in.Op }
 
 // LockOut is a lock call's answer: Fence for a grant, Locked for a read.
 type LockOut struct {
@@ -214,7 +214,7 @@ type SemIn struct {
 }
 
 func (in SemIn) part() string { return in.Name }
-func (in SemIn) op() Op        { return in.Op }
+func (in SemIn) op() Op       { return in.Op }
 
 // SemOut is a semaphore call's answer: Fence for a grant, Holders for a
 // read; NoLimit for an acquisition refused because no limit is stored (as
@@ -318,7 +318,7 @@ type MultiIn struct {
 }
 
 func (in MultiIn) part() string { return in.Group }
-func (in MultiIn) op() Op        { return in.Op }
+func (in MultiIn) op() Op       { return in.Op }
 
 // MultiOut is the answer: each name's fence for a grant, Locked for a read.
 type MultiOut struct {
@@ -454,7 +454,7 @@ type ElectionIn struct {
 }
 
 func (in ElectionIn) part() string { return in.Name }
-func (in ElectionIn) op() Op        { return in.Op }
+func (in ElectionIn) op() Op       { return in.Op }
 
 // ElectionOut is the answer: the term of a campaign won; the leader's
 // value and term for a read (Result No: no leader).

@@ -151,14 +151,19 @@ func resultOf(out any) Result {
 
 // Spread returns ops with each event of every partition (a Failover or
 // Sync recorded with no name) replaced by a copy in each partition of ops
-// that mine holds (the names of the primary it happened to).
+// that mine holds (the names of the primary it happened to); a Sync that
+// returned before a partition's first call began is left out of it (it
+// would change nothing there).
 func Spread(ops []porcupine.Operation, mine func(part string) bool) []porcupine.Operation {
-	parts := map[string]bool{}
+	first := map[string]int64{}
 	for _, op := range ops {
 		if p := op.Input.(Input).part(); p != "" && mine(p) {
-			parts[p] = true
+			if f, ok := first[p]; !ok || op.Call < f {
+				first[p] = op.Call
+			}
 		}
 	}
+	parts := first
 	names := make([]string, 0, len(parts))
 	for p := range parts {
 		names = append(names, p)
@@ -172,6 +177,9 @@ func Spread(ops []porcupine.Operation, mine func(part string) bool) []porcupine.
 			continue
 		}
 		for _, n := range names {
+			if in.op() == Sync && op.Return < first[n] {
+				continue
+			}
 			c := op
 			switch in := in.(type) {
 			case LockIn:
@@ -191,4 +199,51 @@ func Spread(ops []porcupine.Operation, mine func(part string) bool) []porcupine.
 		}
 	}
 	return out
+}
+
+// ReopenAbandoned returns ops with each acquisition that got no answer
+// left open (its return after every other event) when its abandon,
+// answered Ok, began before a failover of its partition ended. The abandon
+// (the waiter leaving the queue) may be lost in the failover, as any write
+// no replica acknowledged: the queue entry comes back, and the object may
+// be handed to the waiter that gave up, at any time after.
+func ReopenAbandoned(ops []porcupine.Operation) []porcupine.Operation {
+	failedOver := map[string]int64{} // partition -> its failover's return
+	end := int64(0)
+	for _, op := range ops {
+		end = max(end, op.Return)
+		if in := op.Input.(Input); in.op() == Failover {
+			failedOver[in.part()] = max(failedOver[in.part()], op.Return)
+		}
+	}
+	type key struct{ part, token string }
+	lost := map[key]bool{}
+	for _, op := range ops {
+		in := op.Input.(Input)
+		if f, ok := failedOver[in.part()]; ok && in.op() == Abandon && resultOf(op.Output) == Ok && op.Call < f {
+			lost[key{in.part(), tokenOf(in)}] = true
+		}
+	}
+	out := append([]porcupine.Operation(nil), ops...)
+	for i, op := range out {
+		in := op.Input.(Input)
+		if (in.op() == Acquire || in.op() == Share) && resultOf(op.Output) == Unknown && lost[key{in.part(), tokenOf(in)}] {
+			out[i].Return = end + 1
+		}
+	}
+	return out
+}
+
+func tokenOf(in Input) string {
+	switch in := in.(type) {
+	case LockIn:
+		return in.Token
+	case SemIn:
+		return in.Token
+	case MultiIn:
+		return in.Token
+	case ElectionIn:
+		return in.Token
+	}
+	return ""
 }

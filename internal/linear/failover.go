@@ -22,13 +22,31 @@ const (
 	// the last Sync or acquisition answered Ok (its WAIT saw it on a
 	// replica, with every write before it), not one before.
 	GrantsAcked
+	// AnsweredAcked: a failover may lose only a write whose caller was
+	// told nothing (an acquisition that got no answer, an abandon): no
+	// grant, release or limit answered Ok comes undone.
+	AnsweredAcked
 	// AllAcked: a failover loses nothing; the object behaves as if its
 	// server had never failed.
 	AllAcked
 )
 
 func (a Acks) String() string {
-	return [...]string{"none acknowledged", "grants acknowledged", "nothing lost"}[a]
+	return [...]string{"none acknowledged", "grants acknowledged", "answered writes kept", "nothing lost"}[a]
+}
+
+// acked reports whether a replica had in (answered out), and every write
+// before it, when its caller was answered.
+func (a Acks) acked(in Input, out any) bool {
+	switch a {
+	case AllAcked:
+		return true
+	case AnsweredAcked:
+		return in.op() != Read && in.op() != Abandon && resultOf(out) == Ok
+	case GrantsAcked:
+		return (in.op() == Acquire || in.op() == Share) && resultOf(out) == Ok
+	}
+	return false
 }
 
 // LockReplicated, SemaphoreReplicated and ElectionReplicated are the
@@ -108,7 +126,7 @@ func replicatedModel[S comparable, I Input, O any](init S, step func(S, I, O) []
 			}
 			return []replicated[S]{s}
 		}
-		acked := acks == AllAcked || acks == GrantsAcked && (in.op() == Acquire || in.op() == Share) && resultOf(out) == Ok
+		acked := acks.acked(in, out)
 		var next []replicated[S]
 		for _, n := range step(s.cur, in, out) {
 			r := replicated[S]{cur: n, over: s.over}

@@ -13,7 +13,7 @@ func TestChecker_LockFailover(t *testing.T) {
 	cases := []struct {
 		what string
 		h    *history
-		want [3]porcupine.CheckResult // NoneAcked, GrantsAcked, AllAcked
+		want [4]porcupine.CheckResult // NoneAcked, GrantsAcked, AnsweredAcked, AllAcked
 	}{{
 		"an Unlock that returned comes back as held",
 		new(history).
@@ -21,7 +21,7 @@ func TestChecker_LockFailover(t *testing.T) {
 			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
 			seq(9, failover, LockOut{Result: Ok}).
 			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}),
-		[3]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Illegal},
+		[4]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Illegal, porcupine.Illegal},
 	}, {
 		"... not past a Sync",
 		new(history).
@@ -30,14 +30,14 @@ func TestChecker_LockFailover(t *testing.T) {
 			seq(8, sync, LockOut{Result: Ok}).
 			seq(9, failover, LockOut{Result: Ok}).
 			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}),
-		[3]porcupine.CheckResult{porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
+		[4]porcupine.CheckResult{porcupine.Illegal, porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
 	}, {
 		"a grant lost, its fence handed out again",
 		new(history).
 			seq(0, lk(Acquire, "A"), LockOut{Result: Ok, Fence: 1}).
 			seq(9, failover, LockOut{Result: Ok}).
 			seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 1}),
-		[3]porcupine.CheckResult{porcupine.Ok, porcupine.Illegal, porcupine.Illegal},
+		[4]porcupine.CheckResult{porcupine.Ok, porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
 	}, {
 		"a release lost, a later grant's fence handed out again",
 		new(history).
@@ -45,7 +45,17 @@ func TestChecker_LockFailover(t *testing.T) {
 			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
 			seq(9, failover, LockOut{Result: Ok}).
 			seq(1, lk(Acquire, "B"), LockOut{Result: No}),
-		[3]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Illegal},
+		[4]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Illegal, porcupine.Illegal},
+	}, {
+		"a grant nobody was told of lost, its fence handed out again",
+		new(history).
+			open(0, lk(Acquire, "A"), LockOut{Result: Unknown}).
+			open(0, lk(Abandon, "A"), LockOut{Result: Unknown}).
+			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}).
+			seq(9, failover, LockOut{Result: Ok}).
+			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: false}).
+			seq(1, lk(Acquire, "B"), LockOut{Result: Ok, Fence: 1}),
+		[4]porcupine.CheckResult{porcupine.Ok, porcupine.Ok, porcupine.Ok, porcupine.Illegal},
 	}, {
 		"after the failover, no other",
 		new(history).
@@ -54,7 +64,7 @@ func TestChecker_LockFailover(t *testing.T) {
 			seq(0, lk(Release, "A"), LockOut{Result: Ok}).
 			seq(9, failover, LockOut{Result: Ok}).
 			seq(1, lk(Read, ""), LockOut{Result: Ok, Locked: true}),
-		[3]porcupine.CheckResult{porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
+		[4]porcupine.CheckResult{porcupine.Illegal, porcupine.Illegal, porcupine.Illegal, porcupine.Illegal},
 	}}
 	for _, c := range cases {
 		for a, want := range c.want {

@@ -5,13 +5,15 @@ package atomicredis
 // is killed (kill -9) under them, with and without WithReplicaAck. The
 // killed primary's names see the failover as a model event of
 // linear.LockReplicated and its siblings: the object comes back as it was
-// at some instant, no earlier than the last write a replica acknowledged
-// (a grant with the ack on, or a Sync: a write of the test's own that WAIT
-// saw on the replica). Each history is checked under that model (it must
-// pass) and under one where a failover loses nothing: what fails there is
-// what the failover lost, counted and shown. Beside them, every lock and
-// leadership granted writes to a store that admits only by the (fence,
-// token) rule.
+// at some instant no earlier than the last write a replica is known to
+// have had (a grant, with the ack on, or a Sync: a write of the test's own
+// that WAIT saw on the replica). Each history must be linearizable under
+// that model; each of the killed primary's names is checked again under
+// one where a failover loses nothing and one where it loses only what
+// nobody was told of: what fails there is what the failover lost, counted
+// and shown. Beside them, every lock and leadership granted writes to a
+// store that admits only by the (fence, token) rule. docs/failover.md has
+// the figures.
 
 import (
 	"context"
@@ -100,14 +102,18 @@ type failoverTally struct {
 
 // TestFailover_KillHistories: each run records the lock, semaphore and
 // election workloads (3 engines, 2 clients each a workload) on a private
-// 3+3 cluster, kills the primary of a name with kill -9 after 1.5 s, and
-// runs on until traffic has resumed on its names for 1.5 s (with the ack,
-// after the killed node is back as a replica: until then its slots grant
-// nothing). Every history must be linearizable under the model of a
-// failover that loses only what no replica acknowledged; what a failover
-// that loses nothing would not explain is counted and shown, with fences
-// handed out twice, and the stale writes of the guarded store, which must
-// be 0. One run a variant; 20 with ATOMICREDIS_FAILOVER_LONG=1.
+// 3+3 cluster; after 1.5 s their names stop moving on and half the
+// holdings last up to 6 s, and 0.3 s later the primary of a name is
+// killed with kill -9; in every other run (the first included) its
+// replica first misses the last 300 ms (stopped, its link cut). The run
+// goes on until traffic has resumed on the killed primary's names for
+// 1.5 s (with the ack, after the killed node is back as a replica: until
+// then its slots grant nothing). Every history must be linearizable under
+// the model of a failover that loses only what no replica acknowledged,
+// and the guarded store must admit no stale write; what stricter models
+// reject, fences handed out twice and what the store turned away are
+// counted and logged. One run a variant; 20 with
+// ATOMICREDIS_FAILOVER_LONG=1.
 func TestFailover_KillHistories(t *testing.T) {
 	pc := startPrivateCluster(t)
 	measureAck(t, pc)
@@ -195,52 +201,9 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 	pc.waitHealthy(t, 60*time.Second)
 	t.Logf("cluster healthy in %v", time.Since(began).Round(time.Millisecond))
 	ns := testNamespace()
-	rc := testcluster.Client(t, pc.addrs())
-	s := &testserver.Server{Name: "3+3 cluster", NS: ns, T: t, DoFunc: func(cmd string, args ...any) (any, error) {
-		var err error
-		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-			c := rc.Get()
-			var v any
-			v, err = c.Do(cmd, args...)
-			c.Close()
-			if err == nil {
-				return v, nil
-			}
-		}
-		return nil, err
-	}}
-	var es []*Engine
-	for i := 0; i < 3; i++ {
-		e := failoverEngine(t, pc, ns, opts...)
-		e.queueTTL = linearLease
-		es = append(es, e)
-	}
-	rig := func() *linearRig {
-		return &linearRig{t: t, s: s, rec: linear.NewRecorder(), t0: time.Now(), es: es, guard: func(name string, fence int64, token string) {
-			tally.store.write(ns+name, fence, token) // a run's names are its own
-		}}
-	}
-	var limited, counted sync.Map
-	obs := &observers{seen: map[string][][]Leader{}}
-	var cancelObs context.CancelFunc
-	obs.ctx, cancelObs = context.WithCancel(context.Background())
-	defer cancelObs()
-	workloads := []*failoverModel{
-		{name: "lock", rig: rig(), cycle: lockCycle, model: linear.LockReplicated, restart: linear.Lock,
-			event: func(op linear.Op) (linear.Input, any) {
-				return linear.LockIn{Op: op}, linear.LockOut{Result: linear.Ok}
-			}},
-		{name: "semaphore", rig: rig(), model: linear.SemaphoreReplicated,
-			event: func(op linear.Op) (linear.Input, any) { return linear.SemIn{Op: op}, linear.SemOut{Result: linear.Ok} }},
-		{name: "election", rig: rig(), model: linear.ElectionReplicated, restart: linear.Election,
-			event: func(op linear.Op) (linear.Input, any) {
-				return linear.ElectionIn{Op: op}, linear.ElectionOut{Result: linear.Ok}
-			}},
-	}
-	workloads[1].rig.guard = nil // permits have no single holder to fence
-	workloads[1].cycle = func(c *linearClient) { semCycle(c, &limited) }
-	workloads[2].rig.names = electionNames
-	workloads[2].cycle = func(c *linearClient) { electionCycle(c, &counted, obs) }
+	rig := failoverRigs(t, pc, ns, opts, tally.store)
+	workloads, stopObservers := failoverWorkloads(rig)
+	defer stopObservers()
 
 	victim, _, ok := pc.owner(int(keySlot("l0")))
 	if !ok {
@@ -255,73 +218,12 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 		}
 	}
 
-	// Sync events: a write of the test's own on the victim, every 20 ms,
-	// recorded when WAIT saw it on the replica.
-	stopSync, syncDone := make(chan struct{}), make(chan struct{})
-	var syncs atomic.Int64
-	go func() {
-		defer close(syncDone)
-		c, err := redis.Dial("tcp", victim.Addr(), redis.DialReadTimeout(time.Second))
-		if err != nil {
-			return
-		}
-		defer c.Close()
-		for {
-			select {
-			case <-stopSync:
-				return
-			case <-time.After(20 * time.Millisecond):
-			}
-			calls := make([]linear.Call, len(workloads))
-			for i, w := range workloads {
-				calls[i] = w.rig.rec.Begin(1000)
-			}
-			if _, err := c.Do("SET", syncKey, "x"); err != nil {
-				return
-			}
-			ends := make([]func(), len(workloads))
-			for i, w := range workloads {
-				in, out := w.event(linear.Sync)
-				ends[i] = func() { calls[i].End(in, out) }
-			}
-			// The call returned when SET did (a Sync takes effect
-			// there), and counts only once WAIT has seen it replicated.
-			if n, err := redis.Int(c.Do("WAIT", 1, 100)); err != nil || n < 1 {
-				continue
-			}
-			for _, end := range ends {
-				end()
-			}
-			syncs.Add(1)
-		}
-	}()
+	stopSync, syncs := recordSyncs(victim, syncKey, workloads)
 
-	stop := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, w := range workloads {
-		for i := 0; i < 2*len(es); i++ {
-			c := &linearClient{r: w.rig, id: i, e: es[i%len(es)]}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for {
-					select {
-					case <-stop:
-						return
-					default:
-					}
-					w.cycle(c)
-					if w.rig.freeze.Load() != 0 {
-						time.Sleep(50 * time.Millisecond) // keep the frozen names' histories short
-					}
-				}
-			}()
-		}
-	}
+	stopClients := startClients(workloads)
 
 	time.Sleep(1500 * time.Millisecond)
-	close(stopSync)
-	<-syncDone
+	stopSync()
 	// From here until traffic has resumed on the killed primary's names,
 	// the names stay those of the current windows, and half the holdings
 	// last up to 6 s: some are taken before the failover and released
@@ -348,8 +250,8 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 		}
 		time.Sleep(300 * time.Millisecond)
 	}
-	linkUp, _ := redis.String(victim.Do("INFO", "replication"))
-	linkUp, _ = testserver.InfoField(linkUp, "connected_slaves")
+	connected, _ := redis.String(victim.Do("INFO", "replication"))
+	connected, _ = testserver.InfoField(connected, "connected_slaves")
 	calls := make([]linear.Call, len(workloads))
 	for i, w := range workloads {
 		calls[i] = w.rig.rec.Begin(1001)
@@ -379,19 +281,54 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 		w.rig.long.Store(false)
 	}
 	time.Sleep(time.Second)
-	close(stop)
 	stopped := time.Now()
-	wg.Wait()
-	cancelObs()
-	obs.wg.Wait()
+	stopClients()
+	stopObservers()
 	t.Logf("clients and observers stopped in %v", time.Since(stopped).Round(time.Millisecond))
 	if acks != linear.GrantsAcked {
 		pc.restart(victim) // rejoins as the promoted node's replica
 	}
 	t.Logf("run (link cut first: %v): killed %s (replicas connected at the kill: %s) after %d syncs; its replica %s promoted %v after the kill (%s); traffic on its slots again %v after it",
-		cut, victim.Addr(), linkUp, syncs.Load(), replica.Addr(), promotedAfter.Round(time.Millisecond), promoted.Addr(), resumed.Round(time.Millisecond))
+		cut, victim.Addr(), connected, syncs.Load(), replica.Addr(), promotedAfter.Round(time.Millisecond), promoted.Addr(), resumed.Round(time.Millisecond))
 
-	mine := func(name string) bool { return onVictim[keySlot(name)] }
+	tally.add(t, acks, workloads, func(name string) bool { return onVictim[keySlot(name)] })
+}
+
+// failoverRigs makes a run's three engines on pc, in namespace ns, and
+// returns a func that makes a rig on them whose grants write to store.
+func failoverRigs(t *testing.T, pc *privateCluster, ns string, opts []Option, store *guardedStore) func() *linearRig {
+	rc := testcluster.Client(t, pc.addrs())
+	// The test's own commands (an election's term counter) ride out the
+	// failover.
+	s := &testserver.Server{Name: "3+3 cluster", NS: ns, T: t, DoFunc: func(cmd string, args ...any) (any, error) {
+		var err error
+		for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+			c := rc.Get()
+			var v any
+			v, err = c.Do(cmd, args...)
+			c.Close()
+			if err == nil {
+				return v, nil
+			}
+		}
+		return nil, err
+	}}
+	var es []*Engine
+	for i := 0; i < 3; i++ {
+		e := failoverEngine(t, pc, ns, opts...)
+		e.queueTTL = linearLease
+		es = append(es, e)
+	}
+	return func() *linearRig {
+		return &linearRig{t: t, s: s, rec: linear.NewRecorder(), t0: time.Now(), es: es, guard: func(name string, fence int64, token string) {
+			store.write(ns+name, fence, token) // a run's names are its own
+		}}
+	}
+}
+
+// add checks a run's histories (mine: the killed primary's names) and
+// adds up what they show.
+func (tally *failoverTally) add(t *testing.T, acks linear.Acks, workloads []*failoverModel, mine func(string) bool) {
 	tally.runs++
 	for _, w := range workloads {
 		ops := linear.AcrossRestarts(linear.Spread(w.rig.rec.Operations(), mine))
@@ -414,6 +351,105 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 		}
 		tally.doubles += handedTwice(t, w.name, ops)
 	}
+}
+
+// failoverWorkloads are a run's three workloads on rigs rig makes, and a
+// func that stops the election's observers and waits for them.
+func failoverWorkloads(rig func() *linearRig) ([]*failoverModel, func()) {
+	var limited, counted sync.Map
+	obs := &observers{seen: map[string][][]Leader{}}
+	var cancel context.CancelFunc
+	obs.ctx, cancel = context.WithCancel(context.Background())
+	workloads := []*failoverModel{
+		{name: "lock", rig: rig(), cycle: lockCycle, model: linear.LockReplicated, restart: linear.Lock,
+			event: func(op linear.Op) (linear.Input, any) {
+				return linear.LockIn{Op: op}, linear.LockOut{Result: linear.Ok}
+			}},
+		{name: "semaphore", rig: rig(), model: linear.SemaphoreReplicated,
+			cycle: func(c *linearClient) { semCycle(c, &limited) },
+			event: func(op linear.Op) (linear.Input, any) { return linear.SemIn{Op: op}, linear.SemOut{Result: linear.Ok} }},
+		{name: "election", rig: rig(), model: linear.ElectionReplicated, restart: linear.Election,
+			cycle: func(c *linearClient) { electionCycle(c, &counted, obs) },
+			event: func(op linear.Op) (linear.Input, any) {
+				return linear.ElectionIn{Op: op}, linear.ElectionOut{Result: linear.Ok}
+			}},
+	}
+	workloads[1].rig.guard = nil // permits have no single holder to fence
+	workloads[2].rig.names = electionNames
+	return workloads, func() { cancel(); obs.wg.Wait() }
+}
+
+// startClients runs each workload's cycle on two clients an engine
+// until stop is called, which waits for them. While a rig's names are
+// frozen, each client pauses 50 ms a cycle, to keep their histories short.
+func startClients(workloads []*failoverModel) (stop func()) {
+	stopping := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, w := range workloads {
+		for i := 0; i < 2*len(w.rig.es); i++ {
+			c := &linearClient{r: w.rig, id: i, e: w.rig.es[i%len(w.rig.es)]}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stopping:
+						return
+					default:
+					}
+					w.cycle(c)
+					if w.rig.freeze.Load() != 0 {
+						time.Sleep(50 * time.Millisecond)
+					}
+				}
+			}()
+		}
+	}
+	return func() { close(stopping); wg.Wait() }
+}
+
+// recordSyncs writes key on the victim every 20 ms and records a Sync in
+// each workload's history when WAIT saw the write on the replica: from
+// before the write was sent until its reply (a Sync takes effect there).
+// stop stops it and waits; syncs counts the Syncs recorded.
+func recordSyncs(victim *clusterNode, key string, workloads []*failoverModel) (stop func(), syncs *atomic.Int64) {
+	stopping, done := make(chan struct{}), make(chan struct{})
+	syncs = &atomic.Int64{}
+	go func() {
+		defer close(done)
+		c, err := redis.Dial("tcp", victim.Addr(), redis.DialConnectTimeout(time.Second), redis.DialReadTimeout(time.Second))
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		for {
+			select {
+			case <-stopping:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			calls := make([]linear.Call, len(workloads))
+			for i, w := range workloads {
+				calls[i] = w.rig.rec.Begin(1000)
+			}
+			if _, err := c.Do("SET", key, "x"); err != nil {
+				return
+			}
+			ends := make([]func(), len(workloads))
+			for i, w := range workloads {
+				in, out := w.event(linear.Sync)
+				ends[i] = func() { calls[i].End(in, out) }
+			}
+			if n, err := redis.Int(c.Do("WAIT", 1, 100)); err != nil || n < 1 {
+				continue
+			}
+			for _, end := range ends {
+				end()
+			}
+			syncs.Add(1)
+		}
+	}()
+	return func() { close(stopping); <-done }, syncs
 }
 
 // victimSlots is the set of slots primary p serves.

@@ -64,10 +64,12 @@ func LockReplicated(acks Acks) porcupine.Model {
 	return replicatedModel(lockState{}, lockStep, describeLock, acks)
 }
 
+// SemaphoreReplicated is Semaphore across a failover (LockReplicated).
 func SemaphoreReplicated(acks Acks) porcupine.Model {
 	return replicatedModel(semState{}, semStep, describeSem, acks)
 }
 
+// ElectionReplicated is Election across a failover (LockReplicated).
 func ElectionReplicated(acks Acks) porcupine.Model {
 	return replicatedModel(electionState{}, electionStep, describeElection, acks)
 }

@@ -223,7 +223,6 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 	stopClients := startClients(workloads)
 
 	time.Sleep(1500 * time.Millisecond)
-	stopSync()
 	// From here until traffic has resumed on the killed primary's names,
 	// the names stay those of the current windows, and half the holdings
 	// last up to 6 s: some are taken before the failover and released
@@ -237,6 +236,7 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 		w.rig.long.Store(true)
 	}
 	time.Sleep(300 * time.Millisecond)
+	stopSync() // the last Syncs: from here a write may be lost
 	if cut {
 		// The replica stops reading (SIGSTOP), and its link is cut, so that
 		// it cannot reconnect: it misses what the primary writes from now
@@ -252,12 +252,15 @@ func killHistoriesRun(t *testing.T, pc *privateCluster, acks linear.Acks, opts [
 	}
 	connected, _ := redis.String(victim.Do("INFO", "replication"))
 	connected, _ = testserver.InfoField(connected, "connected_slaves")
+	killed := time.Now()
+	victim.Kill()
+	// The Failover begins once the primary is dead, so that a call that
+	// began after it never ran there; it takes effect when the replica
+	// serves.
 	calls := make([]linear.Call, len(workloads))
 	for i, w := range workloads {
 		calls[i] = w.rig.rec.Begin(1001)
 	}
-	killed := time.Now()
-	victim.Kill()
 	if cut {
 		if err := replica.Signal(syscall.SIGCONT); err != nil {
 			t.Fatal(err)

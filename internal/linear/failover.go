@@ -223,24 +223,33 @@ func Spread(ops []porcupine.Operation, mine func(part string) bool) []porcupine.
 
 // ReopenAbandoned returns ops with each acquisition that got no answer
 // left open (its return after every other event) when its abandon,
-// answered Ok, began before a failover of its partition ended. The abandon
-// (the waiter leaving the queue) may be lost in the failover, as any write
-// no replica acknowledged: the queue entry comes back, and the object may
-// be handed to the waiter that gave up, at any time after.
+// answered Ok, may have been lost in a failover of its partition: it
+// began before the failover did (record the Failover from the moment the
+// primary is dead) and had not returned when the partition's last Sync
+// before the failover began. The abandon (the waiter leaving the queue)
+// is lost as any write no replica had: the queue entry comes back, and
+// the object may be handed to the waiter that gave up, at any time after.
 func ReopenAbandoned(ops []porcupine.Operation) []porcupine.Operation {
-	failedOver := map[string]int64{} // partition -> its failover's return
+	failedOver := map[string]int64{} // partition -> its failover's call
 	end := int64(0)
 	for _, op := range ops {
 		end = max(end, op.Return)
 		if in := op.Input.(Input); in.op() == Failover {
-			failedOver[in.part()] = max(failedOver[in.part()], op.Return)
+			failedOver[in.part()] = op.Call
+		}
+	}
+	synced := map[string]int64{} // partition -> its last Sync's call before the failover
+	for _, op := range ops {
+		in := op.Input.(Input)
+		if f, ok := failedOver[in.part()]; ok && in.op() == Sync && op.Return < f {
+			synced[in.part()] = max(synced[in.part()], op.Call)
 		}
 	}
 	type key struct{ part, token string }
 	lost := map[key]bool{}
 	for _, op := range ops {
 		in := op.Input.(Input)
-		if f, ok := failedOver[in.part()]; ok && in.op() == Abandon && resultOf(op.Output) == Ok && op.Call < f {
+		if f, ok := failedOver[in.part()]; ok && in.op() == Abandon && resultOf(op.Output) == Ok && op.Call < f && op.Return > synced[in.part()] {
 			lost[key{in.part(), tokenOf(in)}] = true
 		}
 	}

@@ -86,3 +86,23 @@ func TestChecker_Spread(t *testing.T) {
 		t.Errorf("Spread: %+v", got)
 	}
 }
+
+// An abandon that a Sync covers stays; one after the last Sync, before
+// the failover, reopens its acquisition; one after the kill does not.
+func TestChecker_ReopenAbandoned(t *testing.T) {
+	h := new(history).
+		seq(0, lk(Acquire, "a"), LockOut{Result: Unknown}).
+		seq(0, lk(Abandon, "a"), LockOut{Result: Ok}).
+		seq(9, LockIn{Op: Sync, Name: "x"}, LockOut{Result: Ok}).
+		seq(1, lk(Acquire, "b"), LockOut{Result: Unknown}).
+		seq(1, lk(Abandon, "b"), LockOut{Result: Ok}).
+		seq(9, LockIn{Op: Failover, Name: "x"}, LockOut{Result: Ok}).
+		seq(2, lk(Acquire, "c"), LockOut{Result: Unknown}).
+		seq(2, lk(Abandon, "c"), LockOut{Result: Ok})
+	out := ReopenAbandoned(h.ops)
+	for i, want := range map[int]bool{0: false, 3: true, 6: false} {
+		if got := out[i].Return > h.tick+1; got != want {
+			t.Errorf("%s reopened: %v, want %v", Describe(Lock(), out[i:i+1]), got, want)
+		}
+	}
+}

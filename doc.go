@@ -114,7 +114,10 @@
 // With WithReplicaAck the script is followed by WAIT replicas timeout on
 // the same connection, in the same round trip. An acquisition with fewer
 // acknowledgements is abandoned. This keeps a failover from granting a
-// lock a second time. A timeout under 1 ms is refused because WAIT 0 would
+// lock a second time. Releases, abandons, queue joins, SetSemaphoreLimit
+// and guarded writes are not followed by WAIT: a failover can undo them
+// (a released lock held again until its lease ends; docs/failover.md).
+// A timeout under 1 ms is refused because WAIT 0 would
 // block forever, and one at least as long as the call timeout because a
 // WAIT cut short leaves the outcome unknown.
 //

@@ -85,6 +85,14 @@ type linearRig struct {
 	arrival sync.Map // token -> the arrival number the server gave its last queue entry
 	mu      sync.Mutex
 	grants  []linear.Grant // for FIFO
+	// freeze, when not 0, is the window (plus one) names stay in, whatever
+	// the cycles: around a failover, so that the names of the window it
+	// met are used after it.
+	freeze atomic.Int64
+	long   atomic.Bool // holdings last up to 6 s (pause)
+	// guard, if set, is told of every lock and leadership granted, as the
+	// holder's first write to a store guarded by its fence and token.
+	guard func(name string, fence int64, token string)
 }
 
 // newLinearRig makes engines engines in s's namespace, each with a pool of
@@ -165,6 +173,9 @@ func (c *linearClient) name(prefix string) string {
 		names = c.r.names
 	}
 	w := c.r.cycles.Add(1) / cycles
+	if f := c.r.freeze.Load(); f != 0 {
+		w = f - 1
+	}
 	return prefix + strconv.FormatInt(w*names+rand.Int64N(names), 10)
 }
 
@@ -173,8 +184,13 @@ func (c *linearClient) name(prefix string) string {
 func (c *linearClient) newID() string { return "g" + strconv.FormatInt(c.r.ids.Add(1), 10) }
 
 // pause holds for up to 2 ms a third of the time, so that holdings
-// overlap other calls.
-func pause() {
+// overlap other calls; while the rig's holds are long (across a failover),
+// for up to 6 s half the time.
+func (c *linearClient) pause() {
+	if c.r.long.Load() && rand.IntN(2) == 0 {
+		time.Sleep(rand.N(6 * time.Second))
+		return
+	}
 	if rand.IntN(3) == 0 {
 		time.Sleep(rand.N(2 * time.Millisecond))
 	}
@@ -319,6 +335,9 @@ func lockCycle(c *linearClient) {
 		c.r.mu.Lock()
 		c.r.grants = append(c.r.grants, linear.Grant{Name: name, Token: l.Token(), Fence: l.Fence(), Began: began})
 		c.r.mu.Unlock()
+		if c.r.guard != nil {
+			c.r.guard(name, l.Fence(), l.Token())
+		}
 	case refused:
 		call.End(linear.LockIn{Op: linear.Acquire, Name: name}, linear.LockOut{Result: linear.No})
 	case failed, failedLate:
@@ -336,7 +355,7 @@ func lockCycle(c *linearClient) {
 	if l == nil {
 		return
 	}
-	pause()
+	c.pause()
 	unlocks := 1
 	if rand.IntN(10) == 0 {
 		unlocks = 2 // the second by a token no longer the holder's
@@ -401,14 +420,14 @@ func clockedCall(f func(ctx context.Context) error) (at int64, err error) {
 
 // holdFor pauses a holder of a lease of ttl: short of its end, about at
 // it, or past it.
-func holdFor(ttl time.Duration) {
+func (c *linearClient) holdFor(ttl time.Duration) {
 	switch rand.IntN(4) {
 	case 0:
 		time.Sleep(ttl - 20*time.Millisecond + rand.N(40*time.Millisecond))
 	case 1:
 		time.Sleep(ttl + rand.N(60*time.Millisecond))
 	default:
-		pause()
+		c.pause()
 	}
 }
 
@@ -436,7 +455,7 @@ func leaseCycle(c *linearClient, lapsed *atomic.Int64) {
 		settle()
 		return
 	}
-	holdFor(ttl)
+	c.holdFor(ttl)
 	if rand.IntN(3) == 0 {
 		ttl = 100 * time.Millisecond
 		call := c.r.rec.Begin(c.id)
@@ -449,7 +468,7 @@ func leaseCycle(c *linearClient, lapsed *atomic.Int64) {
 		if res != linear.Ok {
 			return
 		}
-		holdFor(ttl)
+		c.holdFor(ttl)
 	}
 	call = c.r.rec.Begin(c.id)
 	at, err = clockedCall(l.Unlock)
@@ -518,7 +537,7 @@ func rwCycle(c *linearClient) {
 	if l == nil {
 		return
 	}
-	pause()
+	c.pause()
 	call = c.r.rec.Begin(c.id)
 	res := releaseResult(l.Unlock(ctx))
 	end(call, linear.LockIn{Op: linear.Release, Name: name, Token: l.Token()}, linear.LockOut{Result: res}, res)
@@ -607,7 +626,7 @@ func semCycle(c *linearClient, limited *sync.Map) {
 	if p == nil {
 		return
 	}
-	pause()
+	c.pause()
 	call = c.r.rec.Begin(c.id)
 	res := releaseResult(p.Release(ctx))
 	end(call, linear.SemIn{Op: linear.Release, Name: name, Token: p.Token()}, linear.SemOut{Result: res}, res)
@@ -695,7 +714,7 @@ func multiCycle(c *linearClient) {
 	if len(locks) == 0 {
 		return
 	}
-	pause()
+	c.pause()
 	call = c.r.rec.Begin(c.id)
 	if multi == nil {
 		res := releaseResult(locks[0].Unlock(ctx))
@@ -840,10 +859,13 @@ func electionCycle(c *linearClient, counted *sync.Map, obs *observers) {
 		return
 	}
 	call.End(linear.ElectionIn{Op: linear.Acquire, Name: name, Token: l.Token(), Value: value}, linear.ElectionOut{Result: linear.Ok, Term: l.Fence()})
+	if c.r.guard != nil {
+		c.r.guard(name, l.Fence(), l.Token())
+	}
 	if rand.IntN(2) == 0 {
 		read()
 	}
-	pause()
+	c.pause()
 	call = c.r.rec.Begin(c.id)
 	res := releaseResult(l.Unlock(context.Background()))
 	end(call, linear.ElectionIn{Op: linear.Release, Name: name, Token: l.Token()}, linear.ElectionOut{Result: res}, res)

@@ -62,7 +62,8 @@ func WithActivityTTL(d time.Duration) Option {
 // nothing; Lock.Extend and Permit.Extend keep what they set and return such
 // an error too. replicas 0 turns it off (the default). A negative replicas,
 // or a timeout under 1 ms or at least the call timeout, makes every call
-// return ErrInvalid. See "Replica acknowledgement" in the package doc.
+// return ErrInvalid. Releases are not acknowledged. See "Replica
+// acknowledgement" in the package doc.
 func WithReplicaAck(replicas int, timeout time.Duration) Option {
 	return func(e *Engine) {
 		switch {

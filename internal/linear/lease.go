@@ -17,6 +17,7 @@ type LeaseIn struct {
 }
 
 func (in LeaseIn) part() string { return in.Name }
+func (in LeaseIn) op() Op       { return in.Op }
 
 // LeaseOut is the answer: Fence for a grant, and At, the server's clock in
 // ms when the call's script began (0 if unknown), which decides whether a

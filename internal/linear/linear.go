@@ -1,8 +1,9 @@
 // Package linear records histories of calls to atomicredis and checks them
 // linearizable with porcupine against models of its objects: an exclusive
 // lock with fences, a read-write lock, a weighted semaphore whose limit
-// changes, LockAll over a group of names, and an election. Only tests
-// import it.
+// changes, LockAll over a group of names, and an election; and the lock,
+// semaphore and election again across a failover to a replica that may
+// have missed the last writes (failover.go). Only tests import it.
 //
 // A history is recorded by a Recorder, one monotonic clock for every
 // goroutine. Each model is partitioned by name (a group of names for
@@ -51,8 +52,11 @@ func (r Result) String() string {
 }
 
 // Input is a model's input: the name of the partition it belongs to, ""
-// for an event every partition sees (a restart).
-type Input interface{ part() string }
+// for an event every partition sees (a restart), and what it does.
+type Input interface {
+	part() string
+	op() Op
+}
 
 // Recorder records calls of many goroutines as porcupine operations, by one
 // monotonic clock.

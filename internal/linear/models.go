@@ -21,10 +21,12 @@ const (
 	Read               // IsLocked, SemaphoreHolders, Leader
 	SetLimit           // SetSemaphoreLimit
 	Restart            // the server restarted without persistence: every holding is lost
+	Failover           // a replica took over from its killed primary (Replicated)
+	Sync               // the replicas had every write up to now (Replicated)
 	Extend             // Extend: a new lease for a holding
 )
 
-var opNames = [...]string{"acquire", "share", "release", "abandon", "read", "setlimit", "restart", "extend"}
+var opNames = [...]string{"acquire", "share", "release", "abandon", "read", "setlimit", "restart", "failover", "sync", "extend"}
 
 func (o Op) String() string { return opNames[o] }
 
@@ -40,6 +42,7 @@ type LockIn struct {
 }
 
 func (in LockIn) part() string { return in.Name }
+func (in LockIn) op() Op       { return in.Op }
 
 // LockOut is a lock call's answer: Fence for a grant, Locked for a read.
 type LockOut struct {
@@ -214,6 +217,7 @@ type SemIn struct {
 }
 
 func (in SemIn) part() string { return in.Name }
+func (in SemIn) op() Op       { return in.Op }
 
 // SemOut is a semaphore call's answer: Fence for a grant, Holders for a
 // read; NoLimit for an acquisition refused because no limit is stored (as
@@ -317,6 +321,7 @@ type MultiIn struct {
 }
 
 func (in MultiIn) part() string { return in.Group }
+func (in MultiIn) op() Op       { return in.Op }
 
 // MultiOut is the answer: each name's fence for a grant, Locked for a read.
 type MultiOut struct {
@@ -452,6 +457,7 @@ type ElectionIn struct {
 }
 
 func (in ElectionIn) part() string { return in.Name }
+func (in ElectionIn) op() Op       { return in.Op }
 
 // ElectionOut is the answer: the term of a campaign won; the leader's
 // value and term for a read (Result No: no leader).
@@ -544,7 +550,8 @@ func has(set, w string) bool {
 }
 
 // AcrossRestarts returns ops with, beside each acquisition answered (a
-// grant or a refusal) whose call spans a restart, an Unknown acquisition
+// grant or a refusal) whose call spans a restart (or a failover of its
+// partition), an Unknown acquisition
 // of its token (a token of its own for a refusal) from the call until the
 // last restart it spans ended. A waiter may be handed the object by a
 // release before the restart, lose it in the restart without knowing,
@@ -564,6 +571,9 @@ func AcrossRestarts(ops []porcupine.Operation) []porcupine.Operation {
 	for i, op := range ops {
 		end := int64(-1) // the last spanned restart's return
 		for _, r := range restarts {
+			if p := r.Input.(Input).part(); p != "" && p != op.Input.(Input).part() {
+				continue // a failover of another primary's names
+			}
 			if op.Call < r.Return && op.Return > r.Call {
 				end = max(end, min(r.Return, op.Return))
 			}
@@ -605,15 +615,6 @@ func AcrossRestarts(ops []porcupine.Operation) []porcupine.Operation {
 }
 
 func restarted(in any) bool {
-	switch in := in.(type) {
-	case LockIn:
-		return in.Op == Restart
-	case SemIn:
-		return in.Op == Restart
-	case MultiIn:
-		return in.Op == Restart
-	case ElectionIn:
-		return in.Op == Restart
-	}
-	return false
+	i, ok := in.(Input)
+	return ok && (i.op() == Restart || i.op() == Failover)
 }

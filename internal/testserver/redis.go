@@ -198,6 +198,14 @@ func (r *Redis) Kill() {
 	}
 }
 
+// Signal sends sig to the server's process (SIGSTOP, SIGCONT).
+func (r *Redis) Signal(sig os.Signal) error {
+	if !r.Alive() {
+		return fmt.Errorf("redis-server on port %d is not running", r.Port)
+	}
+	return r.cmd.Process.Signal(sig)
+}
+
 // Stop kills the server and removes the directory StartRedis made.
 func (r *Redis) Stop() {
 	r.Kill()

@@ -161,6 +161,8 @@ func resultOf(out any) Result {
 		return out.Result
 	case SemOut:
 		return out.Result
+	case LeaseOut:
+		return out.Result
 	case MultiOut:
 		return out.Result
 	case ElectionOut:

@@ -290,23 +290,10 @@ func Unknowns(ops []porcupine.Operation) int {
 	}
 	n := 0
 	for _, op := range ops {
-		var r Result
-		switch out := op.Output.(type) {
-		case LockOut:
-			r = out.Result
-			if granted[key{op.ClientId, op.Call}] {
-				continue
-			}
-		case SemOut:
-			r = out.Result
-		case LeaseOut:
-			r = out.Result
-		case MultiOut:
-			r = out.Result
-		case ElectionOut:
-			r = out.Result
+		if _, lock := op.Output.(LockOut); lock && granted[key{op.ClientId, op.Call}] {
+			continue // an RW grant's Unknown twin: its call was answered
 		}
-		if r == Unknown {
+		if resultOf(op.Output) == Unknown {
 			n++
 		}
 	}

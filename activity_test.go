@@ -763,73 +763,103 @@ func TestActivity_MarkWhileBuilt(t *testing.T) {
 // last step of its building, keeping an id on its last bit. A string grown
 // from half to whole without that room gets 2 MiB (Redis doubles a string
 // it grows below 1 MiB); one written whole at once costs a script the
-// whole MiB of fresh pages.
+// whole MiB of fresh pages. A bitmap the server loads again while it is
+// built (a restart's, a replica's: here RESTORE, which makes a string at
+// its length as loading does) has lost that room, and is made whole by the
+// next script that writes into it, so that it too ends in the 1 MiB class.
 func TestActivity_BitmapMadeInHalves(t *testing.T) {
 	smallTries(t, 4, 16) // a step: 4 ids
 	servers(t, func(t *testing.T, s *testserver.Server) {
-		ctx, e := ctxT(t), engine(s)
-		obj, err := e.object(kindActivity, "halves")
-		if err != nil {
-			t.Fatal(err)
+		t.Run("built", func(t *testing.T) { bitmapMadeInHalves(t, s, "halves", false) })
+		if s.Mini != nil {
+			t.Log("loaded again while built: skipped on miniredis, which has no MEMORY USAGE (its strings have no room to lose)")
+			return
 		}
-		const shard = 7
-		var offsets []int64 // 14 low, the one step's, then the shard's last two
-		for o := int64(1000); o <= 14000; o += 1000 {
-			offsets = append(offsets, o)
-		}
-		offsets = append(offsets, activeShardIDs-2, activeShardIDs-1)
-		var ps []place
-		for _, o := range offsets {
-			ps = append(ps, placeOf(shard*activeShardIDs+o))
-		}
-		slices.SortFunc(ps, func(a, b place) int { return cmp.Compare(a.h, b.h) })
-		part := ps[0].part()
-		deadline, err := e.indexParts(ctx, obj, "p", int64(part))
-		if err != nil {
-			t.Fatal(err)
-		}
-		prefix := obj.partPrefix(part)
-		dir := dirKey(prefix, "p")
-		args := markArgs(dir, prefix, deadline, len(ps))
-		for _, pl := range ps {
-			args = append(args, pl.args()...)
-		}
-		if _, err := e.eval(ctx, obj, scriptActMark, args...); err != nil {
-			t.Fatal(err)
-		}
-		shardNode := nodeOf(ps[0].h, 41)
-		bitmap := leafKey(prefix, shardNode, "p")
-		if v, _ := redis.String(s.Do("HGET", dir, "v"+shardNode.name())); v == "" {
-			t.Fatalf("after 16 ids in one script the shard is not being built (its cursor: %q)", v)
-		}
-		if n, err := redis.Int64(s.Do("STRLEN", bitmap)); err != nil || n != 524256 {
-			t.Errorf("STRLEN of the bitmap being built: %d, %v; want 524,256 (half the shard's bytes)", n, err)
-		}
-		if done, err := e.build(ctx, obj, "p", []any{dir, prefix}, ps[0]); err != nil || !done {
-			t.Fatalf("build: %v, %v; want the shard dense", done, err)
-		}
-		if n, err := redis.Int64(s.Do("STRLEN", bitmap)); err != nil || n != activeShardIDs/8 {
-			t.Errorf("STRLEN of the dense bitmap: %d, %v; want %d (whole)", n, err, activeShardIDs/8)
-		}
-		if s.Mini == nil {
-			n, err := redis.Int64(s.Do("MEMORY", "USAGE", bitmap))
-			t.Logf("MEMORY USAGE of the dense bitmap: %d, %v", n, err)
-			if err != nil || n > 1<<20+1024 {
-				t.Errorf("MEMORY USAGE of the dense bitmap: %d, %v; want jemalloc's 1 MiB class (at most %d)", n, err, 1<<20+1024)
-			}
-		}
-		for _, o := range offsets {
-			if ok, err := e.IsActive(ctx, "halves", "p", shard*activeShardIDs+o); !ok || err != nil {
-				t.Errorf("IsActive(offset %d): %v, %v; want true", o, ok, err)
-			}
-		}
-		if ok, _ := e.IsActive(ctx, "halves", "p", shard*activeShardIDs+activeShardIDs-3); ok {
-			t.Error("IsActive(offset 8,388,093), never marked: true")
-		}
-		if n, err := e.CountActive(ctx, "halves", "p"); err != nil || n != int64(len(offsets)) {
-			t.Errorf("CountActive: %d, %v; want %d", n, err, len(offsets))
-		}
+		t.Run("loaded again while built", func(t *testing.T) { bitmapMadeInHalves(t, s, "halves-loaded", true) })
 	})
+}
+
+// bitmapMadeInHalves marks 16 ids in one shard of group (the shard turns
+// dense), loads its bitmap again if reload (DUMP, then RESTORE with its
+// PTTL), builds it, and checks its length, its MEMORY USAGE and the ids.
+func bitmapMadeInHalves(t *testing.T, s *testserver.Server, group string, reload bool) {
+	ctx, e := ctxT(t), engine(s)
+	obj, err := e.object(kindActivity, group)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const shard = 7
+	var offsets []int64 // 14 low, the one step's, then the shard's last two
+	for o := int64(1000); o <= 14000; o += 1000 {
+		offsets = append(offsets, o)
+	}
+	offsets = append(offsets, activeShardIDs-2, activeShardIDs-1)
+	var ps []place
+	for _, o := range offsets {
+		ps = append(ps, placeOf(shard*activeShardIDs+o))
+	}
+	slices.SortFunc(ps, func(a, b place) int { return cmp.Compare(a.h, b.h) })
+	part := ps[0].part()
+	deadline, err := e.indexParts(ctx, obj, "p", int64(part))
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefix := obj.partPrefix(part)
+	dir := dirKey(prefix, "p")
+	args := markArgs(dir, prefix, deadline, len(ps))
+	for _, pl := range ps {
+		args = append(args, pl.args()...)
+	}
+	if _, err := e.eval(ctx, obj, scriptActMark, args...); err != nil {
+		t.Fatal(err)
+	}
+	shardNode := nodeOf(ps[0].h, 41)
+	bitmap := leafKey(prefix, shardNode, "p")
+	if v, _ := redis.String(s.Do("HGET", dir, "v"+shardNode.name())); v == "" {
+		t.Fatalf("after 16 ids in one script the shard is not being built (its cursor: %q)", v)
+	}
+	if n, err := redis.Int64(s.Do("STRLEN", bitmap)); err != nil || n != 524256 {
+		t.Errorf("STRLEN of the bitmap being built: %d, %v; want 524,256 (half the shard's bytes)", n, err)
+	}
+	if reload {
+		dump, err := redis.Bytes(s.Do("DUMP", bitmap))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ttl := max(s.PTTL(t, bitmap).Milliseconds(), 0) // 0: none, as the key had
+		if _, err := s.Do("RESTORE", bitmap, ttl, dump, "REPLACE"); err != nil {
+			t.Fatal(err)
+		}
+		n, err := redis.Int64(s.Do("MEMORY", "USAGE", bitmap))
+		t.Logf("MEMORY USAGE of the bitmap loaded again while built: %d, %v", n, err)
+		if err != nil || n >= 1<<20 {
+			t.Fatalf("MEMORY USAGE of the bitmap loaded again: %d, %v; want it at its length, under 1 MiB (the premise of this test)", n, err)
+		}
+	}
+	if done, err := e.build(ctx, obj, "p", []any{dir, prefix}, ps[0]); err != nil || !done {
+		t.Fatalf("build: %v, %v; want the shard dense", done, err)
+	}
+	if n, err := redis.Int64(s.Do("STRLEN", bitmap)); err != nil || n != activeShardIDs/8 {
+		t.Errorf("STRLEN of the dense bitmap: %d, %v; want %d (whole)", n, err, activeShardIDs/8)
+	}
+	if s.Mini == nil {
+		n, err := redis.Int64(s.Do("MEMORY", "USAGE", bitmap))
+		t.Logf("MEMORY USAGE of the dense bitmap: %d, %v", n, err)
+		if err != nil || n > 1<<20+1024 {
+			t.Errorf("MEMORY USAGE of the dense bitmap: %d, %v; want jemalloc's 1 MiB class (at most %d)", n, err, 1<<20+1024)
+		}
+	}
+	for _, o := range offsets {
+		if ok, err := e.IsActive(ctx, group, "p", shard*activeShardIDs+o); !ok || err != nil {
+			t.Errorf("IsActive(offset %d): %v, %v; want true", o, ok, err)
+		}
+	}
+	if ok, _ := e.IsActive(ctx, group, "p", shard*activeShardIDs+activeShardIDs-3); ok {
+		t.Error("IsActive(offset 8,388,093), never marked: true")
+	}
+	if n, err := e.CountActive(ctx, group, "p"); err != nil || n != int64(len(offsets)) {
+		t.Errorf("CountActive: %d, %v; want %d", n, err, len(offsets))
+	}
 }
 
 // A step copies a leaf only if its work fits in what is left of the

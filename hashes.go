@@ -49,7 +49,7 @@ var scriptHashes = map[string]tableHash{
 	"bits_mark":                 {0x5407ea66, "123dab163b287f0823096e84dd8a44d035438a42"},
 	"bits_merge":                {0xf2c9b83a, "680e96ac3a4bd7e7b0f553428ae4a6ea1508c55d"},
 	"act_index":                 {0x94db9978, "541939a89634a6862ef9cfc7e75b236aa5621955"},
-	"act_mark":                  {0xc1dc4b5d, "6c3912ab6116b58c95e118a3932c8ef6bfc935eb"},
+	"act_mark":                  {0x0561076e, "cfc09222aeb8e735db9aa54960c8ee57b9d48b90"},
 	"act_is":                    {0x9838b7f9, "6597a486f14aa7429aa443329ddf62d47cd193ef"},
 	"act_guard":                 {0x4734ca39, "26d42bc261d05911c2b2e2041e5bd6e55141acdc"},
 	"act_parts":                 {0xfa47c298, "1872f60f1ef322d163a792551c2d6555a54136bc"},

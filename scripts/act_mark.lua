@@ -38,7 +38,8 @@
 -- or make a bitmap whole, when that work would not fit in what is left,
 -- unless it is its first id, or the first leaf or switch of a script of
 -- steps alone. So a script's work is at most ARGV[5] and an id's or a
--- switch's last commands, or one undivided unit alone (a split, a leaf).
+-- switch's last commands, or one undivided unit alone (a split, a leaf,
+-- a bitmap loaded again made whole: roomy).
 --
 -- Every key the period makes here expires at the deadline that the
 -- directory keeps ('t'), never later. A bucket's split and a shard's
@@ -270,6 +271,26 @@ local function cursor(shard)
   return building[shard]
 end
 
+-- roomy gives the bitmap key of a shard being built room for the whole
+-- shard, once a script, before the script first writes into it: a bitmap
+-- the server loaded again (a restart's, a replica's, a RESTORE's) comes
+-- back at its written length, and grown past that it would take a 2 MiB
+-- class. Such a bitmap is made whole at once, its bytes as they were and
+-- zeros after them (about 1,540 units: half a MiB read, a MiB written).
+-- Where MEMORY USAGE is refused (miniredis), nothing is done.
+local roomed = {}
+local function roomy(shard, key)
+  if roomed[shard] then return end
+  roomed[shard] = true
+  local usage = redis.pcall('MEMORY', 'USAGE', key, 'SAMPLES', '0')
+  work = work + 1
+  if type(usage) == 'number' and usage < 1048512 then
+    local v = redis.call('GET', key)
+    redis.call('SET', key, v .. string.rep('\0', 1048512 - #v), 'KEEPTTL')
+    work = work + 1536
+  end
+end
+
 -- begin makes the shard's bitmap in jemalloc's 1 MiB class, v3's size,
 -- while it writes only half of its bytes: a string Redis grows below 1 MiB
 -- gets room for twice its new length, so one byte grown to 524,256 (bit
@@ -286,6 +307,7 @@ local function begin(shard)
   redis.call('HSET', dir, 'v' .. shard, 0)
   work = work + 3 + 512 -- a KiB written a unit
   building[shard] = 0
+  roomed[shard] = true
 end
 
 -- step copies buckets of the shard being built, from its cursor on, while
@@ -297,6 +319,7 @@ end
 local function step(shard, hi, lo, resb, alone)
   local x, base, key = building[shard], lo - lo % SHARD, prefix .. shard .. sfx
   local first = alone
+  roomy(shard, key)
   while x < 8388096 and budget > 0 and work < most_work do
     local d, node = act_leaf(dir, hi, base + x)
     local leaf = prefix .. node .. sfx
@@ -424,6 +447,7 @@ for i = 6, #ARGV, 3 do
         c = redis.call('HINCRBY', dir, 'c' .. shard, 1)
         local x = cursor(shard)
         if x and lo % SHARD < x then
+          roomy(shard, prefix .. shard .. sfx)
           redis.call('SETBIT', prefix .. shard .. sfx, lo % SHARD, 1)
         end
         if not x and c >= dense_at then

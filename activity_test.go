@@ -1265,9 +1265,10 @@ func TestActivity_WorkRunsOut(t *testing.T) {
 // counts exactly on a private redis-server at a realtime priority, and no
 // script takes over 25 ms. SLOWLOG times a script by the wall clock, and
 // this machine stops a process now and then for some 50 ms whatever its
-// priority: a shape with a command over 25 ms is marked and counted again
-// on fresh keys by a new engine (the same scripts with the same
-// arguments), and fails only if one is over 25 ms both times. The bound
+// priority (48–52 ms, about once a second at times): a shape with a
+// command over 25 ms is marked and counted again on fresh keys by a new
+// engine (the same scripts with the same arguments), up to three passes,
+// and fails only if one is over 25 ms in all three. The bound
 // of 5 ms on a quiet machine lives in BenchmarkActivityShapes; the work a
 // script may do, in the engine's constants (activeBatch ids a script,
 // activeWork its work, activeStepIDs a dense build's step).
@@ -1305,10 +1306,22 @@ func TestActivity_ShapesBounded(t *testing.T) {
 		if len(first) == 0 || !realtime {
 			continue
 		}
-		for k, us := range pass(name, periods) {
-			if us0, ok := first[k]; ok {
-				t.Errorf("%s: a command over 25 ms in both passes (%v, %v): %q", name, time.Duration(us0)*time.Microsecond, time.Duration(us)*time.Microsecond, strings.Split(k, "\x00")[:min(10, strings.Count(k, "\x00")+1)])
+		// Again while a command was over 25 ms in every pass so far, up to
+		// three, each begun a third of a second later in the second: the
+		// machine's stops come about once a second, at about the same
+		// point of it, and so can meet one script in two passes.
+		slow := first
+		for again := 1; again <= 2 && len(slow) > 0; again++ {
+			time.Sleep(time.Duration(again) * 333 * time.Millisecond)
+			next := pass(name, periods)
+			for k := range slow {
+				if _, ok := next[k]; !ok {
+					delete(slow, k)
+				}
 			}
+		}
+		for k, us := range slow {
+			t.Errorf("%s: a command over 25 ms in three passes (the first %v): %q", name, time.Duration(us)*time.Microsecond, strings.Split(k, "\x00")[:min(10, strings.Count(k, "\x00")+1)])
 		}
 	}
 }

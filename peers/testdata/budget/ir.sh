@@ -89,7 +89,16 @@ line "design x1 keeping no fence: GET, SET PX | GET, DEL" $b/x1_acquire.lua $b/d
 line "design x1 with the abandon mark and the queue read: + EXISTS | + ZCARD" $b/x1v_acquire.lua $b/x1q_release.lua '1 %k %t 10000' '1 %k %t 86400000'
 line "design z: the clock's fence, nothing kept: TIME, SET NX PX | GET, DEL" $b/z_acquire.lua $b/del_release.lua '1 %k %t 10000' '1 %k %t'
 line "design z with the queue and the abandon mark read: + EXISTS | + ZCARD" $b/zq_acquire.lua $b/zq_release.lua '1 %k %t 10000' '1 %k %t'
+line "design s: one string key, the lease's end and flags in the value, the clock read: GET, TIME, SET PX | GET, TIME, SET KEEPTTL" $b/s_acquire.lua $b/s_release.lua '1 %k %t 10000 86400000' '1 %k %t'
+line "design s, its release without the clock" $b/s_acquire.lua $b/s_release_notime.lua '1 %k %t 10000 86400000' '1 %k %t'
+line "design s with the queue's keys declared (4 keys)" $b/s_acquire.lua $b/s_release.lua '4 %k %k:q %k:w %k:x:%t %t 10000 86400000' '4 %k %k:q %k:w %k:x:%t %t 86400000'
+line "design h: one hash a name, every key in it: HMGET, TIME, HSET, PEXPIRE | HMGET, TIME, HSET" $b/h_acquire.lua $b/h_release.lua '1 %k %t 10000 86400000' '1 %k %t'
+line "design f: a fast script of one key, flags in the value, the full script on a flag: GET, SET PX | GET, SET KEEPTTL" $b/f_acquire.lua $b/f_release.lua '1 %k %t 10000' '1 %k %t'
+line "design hp: design h with the lease as the hash's PX until a waiter or a mark flags it: HGET, HSET, PEXPIRE | HGET, HSET" $b/hp_acquire.lua $b/hp_release.lua '1 %k %t 10000' '1 %k %t'
+line "design g: design f with its flag at a fixed place (no search): GET, SET PX | GET, SET KEEPTTL" $b/g_acquire.lua $b/g_release.lua '1 %k %t 10000' '1 %k %t'
+line "design hpg: design hp with its flag at a fixed place: HGET, HSET, PEXPIRE | HGET, HSET" $b/hpg_acquire.lua $b/hpg_release.lua '1 %k %t 10000' '1 %k %t'
 echo "-- a hot name's acquisition: a waiter's join while the lock is held, and the handoff to it"
 line "two EVALSHA of nothing, the library's keys and arguments" $b/empty.lua $b/empty.lua "$lw" "$lr" -check=false
 line "the library (lock_acquire queues | lock_release hands over)" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$lw" "$lr" -handoff
 line "the floor: GET, HSET, ZADD | GET, ZRANGE, HGET, ZREM, HDEL, SET PX" $b/hot_join.lua $b/hot_handoff.lua "$lw" "$lr" -handoff
+line "design h: HMGET, TIME, HSET | HMGET, TIME, HGET, HDEL, HSET, PUBLISH" $b/h_join.lua $b/h_handoff.lua '1 %k %t 10000 86400000 3408f1ee-81fa' '1 %k %t budget:wake:' -handoff

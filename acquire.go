@@ -77,8 +77,14 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 		return obj.err(err)
 	}
 	token = r.prefix + token
-	all := r.ops.keysAnd(obj, ":void:", token) // the object's keys and the token's abandon mark
-	keys := all[: len(all)-1 : len(all)-1]
+	var all, keys []any
+	if r.ops.marksInside {
+		all = r.ops.keys(obj)
+		keys = all[:len(all):len(all)]
+	} else {
+		all = r.ops.keysAnd(obj, ":void:", token) // the object's keys and the token's abandon mark
+		keys = all[: len(all)-1 : len(all)-1]
+	}
 	if r.ops.observed { // and, last, an election's observers
 		observers := obj.key(":observers")
 		all, keys = append(all, observers), append(keys, observers)

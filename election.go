@@ -47,9 +47,9 @@ type Leader struct {
 // "election", so Election("x") and Lock("x") never meet), whose acquire,
 // abandon, release and SetOwner scripts tell its observers (loadObserved);
 // extending changes no state an observer sees.
-var electionOps = &holdOps{kind: kindElection, suffixes: lockOps.suffixes,
+var electionOps = &holdOps{kind: kindElection, suffixes: []string{"", ":fence", ":queue", ":waiters"},
 	extendKeys: 1, pttlKeys: 1, acquire: scriptElAcquire, abandon: scriptElAbandon,
-	release: scriptElRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptElOwner, wakesOwn: true,
+	release: scriptElRelease, extend: scriptElExtend, pttl: scriptElPTTL, owner: scriptElOwner, wakesOwn: true,
 	observed: true}
 
 // campaignWait is how long a campaign waits: until its ctx ends.

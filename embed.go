@@ -26,22 +26,27 @@ type tableHash struct {
 var scriptFS embed.FS
 
 var (
-	scriptLockAcquire = load("lock_acquire", 5, "queue", "lock")
-	scriptLockAbandon = load("lock_abandon", 5, "queue", "lock")
-	scriptLockRelease = load("lock_release", 4, "queue", "lock")
+	scriptLockAcquire = load("lock_acquire", 1, "queue", "lock")
+	scriptLockAbandon = load("lock_abandon", 1, "queue", "lock")
+	scriptLockRelease = load("lock_release", 1, "queue", "lock")
 	scriptLockExtend  = load("lock_extend", 1)
 	scriptLockExtends = load("lock_extend_many", -1) // one key per lock (renew.go)
 	scriptLockPTTL    = load("lock_pttl", 1)
 	scriptLockLocked  = load("lock_locked", 1)
-	scriptLockInfo    = load("lock_info", 2, "queue", "lock")
-	scriptLockForce   = load("lock_force", 4, "queue", "lock")
+	scriptLockInfo    = load("lock_info", 1, "queue", "lock")
+	scriptLockForce   = load("lock_force", 1, "queue", "lock")
 	scriptLockOwner   = load("lock_owner", 1, "queue", "lock")
-	scriptLockAll     = load("lock_acquire_all", -1, "queue", "lock") // 4 keys a lock
+	scriptLockAll     = load("lock_acquire_all", -1, "queue", "lock") // 1 key a lock
 
-	scriptElAcquire = loadObserved("lock_acquire", 5, "queue", "lock")
-	scriptElAbandon = loadObserved("lock_abandon", 5, "queue", "lock")
-	scriptElRelease = loadObserved("lock_release", 4, "queue", "lock")
-	scriptElOwner   = loadObserved("lock_owner", 2, "queue", "lock") // KEYS[2], the fence counter, is for the wrapper
+	// An election keeps v4's string layout (scripts/election_lock_*.lua)
+	// until it moves to the plain lock's hash.
+	scriptElAcquire = loadObserved("election_lock_acquire", 5, "queue", "lock")
+	scriptElAbandon = loadObserved("election_lock_abandon", 5, "queue", "lock")
+	scriptElRelease = loadObserved("election_lock_release", 4, "queue", "lock")
+	scriptElOwner   = loadObserved("election_lock_owner", 2, "queue", "lock") // KEYS[2], the fence counter, is for the wrapper
+	scriptElExtend  = load("election_lock_extend", 1)
+	scriptElExtends = load("election_lock_extend_many", -1) // one key per election (renew.go)
+	scriptElPTTL    = load("election_lock_pttl", 1)
 	scriptElObserve = load("election_observe", 3, "queue", "lock", "election")
 	scriptElLeader  = load("election_leader", 2, "queue", "lock", "election")
 
@@ -133,9 +138,9 @@ func loadObserved(name string, keyCount int, libs ...string) *script {
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
 	prologue := ""
 	switch name {
-	case "lock_owner": // a proclamation: the leader's value, after how many times it proclaimed
+	case "election_lock_owner": // a proclamation: the leader's value, after how many times it proclaimed
 		prologue = wrapper("election_owner")
-	case "lock_acquire": // a campaign
+	case "election_lock_acquire": // a campaign
 		prologue = wrapper("election_acquire")
 	}
 	src := strings.Replace(wrapper("election"), prologueLine, prologue, 1)

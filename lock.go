@@ -32,9 +32,9 @@ const MaxOwner = 1024
 // report ErrNotHeld.
 type Lock struct{ holding }
 
-// lockOps: the lock (a string, built and parsed in scripts/lib/lock.lua),
-// its fence counter, its queue and its waiters.
-var lockOps = &holdOps{kind: kindLock, suffixes: []string{"", ":fence", ":queue", ":waiters"},
+// lockOps: the lock's one key, a hash of its holding (the value built and
+// parsed in scripts/lib/lock.lua), its queue and its abandon marks.
+var lockOps = &holdOps{kind: kindLock, suffixes: []string{""}, marksInside: true,
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
 	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner, wakesOwn: true}
 
@@ -295,7 +295,7 @@ func (e *Engine) lockInfo(ctx context.Context, name string) (LockInfo, error) {
 
 // lockInfoOf runs lock_info on obj's lock (a lock's, or an election's).
 func (e *Engine) lockInfoOf(ctx context.Context, obj object) (LockInfo, error) {
-	reply, err := e.eval(ctx, obj, scriptLockInfo, obj.key(""), obj.key(":waiters"))
+	reply, err := e.eval(ctx, obj, scriptLockInfo, obj.key(""))
 	if err != nil {
 		return LockInfo{}, err
 	}

@@ -212,22 +212,20 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 	r := request{ops: lockOps, ttl: o.TTL, watchdog: o.Watchdog}
 	hs := make([]*Lock, len(group))
 	n := len(group)
-	// The key count, each lock's lock, queue and abandon mark, the
-	// counters, then the arguments: the lease, the retention, the Owner and
-	// the tokens.
-	args := make([]any, 1+4*n+3+n)
-	args[0] = 4 * n
+	// The key count, each lock's key, then the arguments: the lease, the
+	// retention, the Owner and the tokens.
+	args := make([]any, 1+n+3+n)
+	args[0] = n
 	for j, i := range group {
 		hs[j] = &Lock{}
 		if err := e.prepare(ctx, &hs[j].holding, names[i], &r); err != nil {
 			return -1, false, err
 		}
 		a := &hs[j].acq
-		args[1+3*j], args[2+3*j], args[3+3*j] = a.keys[0], a.keys[2], a.keys[len(a.keys)-1]
-		args[1+3*n+j] = a.keys[1]
-		args[1+4*n+3+j] = a.tokenArg
+		args[1+j] = a.keys[0]
+		args[1+n+3+j] = a.tokenArg
 	}
-	args[1+4*n], args[2+4*n], args[3+4*n] = msArg(hs[0].acq.lease), e.retentionArg, o.Owner
+	args[1+n], args[2+n], args[3+n] = msArg(hs[0].acq.lease), e.retentionArg, o.Owner
 	sent := time.Now()
 	out, err := e.call(ctx, scriptLockAll, args, e.replicas > 0, 0)
 	if crossSlotErr(err) {

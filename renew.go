@@ -398,7 +398,7 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 		kind *kind
 		s    *script
 		most int
-	}{{kindLock, scriptLockExtends, batchLocks}, {kindRW, scriptRWExtends, batchHolds}, {kindSem, scriptSemExtends, batchPermits}} {
+	}{{kindLock, scriptLockExtends, batchLocks}, {kindElection, scriptElExtends, batchLocks}, {kindRW, scriptRWExtends, batchHolds}, {kindSem, scriptSemExtends, batchPermits}} {
 		var rs []*renewal
 		flush := func() {
 			if len(rs) == 0 {
@@ -427,7 +427,7 @@ func (r *renewer) sendBatches(ctx context.Context, e *Engine) {
 			rs = nil
 		}
 		for _, x := range r.batch {
-			if kind := x.h.ops.kind; kind != k.kind && !(kind == kindElection && k.kind == kindLock) { // a leadership is a lock
+			if kind := x.h.ops.kind; kind != k.kind {
 				continue
 			}
 			if len(rs) > 0 && x.lease != rs[0].lease {

@@ -102,3 +102,171 @@ local function lock_unlock(k, retention, wake, queued)
   end
   lock_free(k, queued, last, retention, wake)
 end
+
+-- The plain lock's one key (v5), a hash; elections keep the string layout
+-- above (scripts/election_lock_*.lua) until they move to it. Fields:
+--   v     the holding: this file's lock value "token fence seq[ owner]"
+--         while held, "- fence" while free (the last fence, kept); with a
+--         "+" in front while the lock is flagged
+--   d     (flagged) the holder's lease's end, server ms
+--   h, t  the queue's head and tail entry numbers, n how many entries
+--   a     the last arrival number given
+--   e:<i> queue entry i: "token deadline arrival engine[ owner]"
+--   k:<token>  the number of the token's entry
+--   x:<token>  the token's abandon mark: its deadline, server ms; xd the
+--         latest mark's deadline
+-- Unflagged (no entry, no mark standing) the hash holds 'v' alone and the
+-- lease is its PX, so the common path never reads the clock; a free
+-- value is kept for the rest of the lease. Flagged, the hash is kept at
+-- least to the latest of the lease's end, every entry's deadline and
+-- every mark's, and the clock decides the lease ('d'). When the last
+-- entry and mark go, the hash is written again with 'v' alone, its PX
+-- the holder's remaining lease. An absent hash's next fence is the
+-- server's clock in microseconds, above every fence before (as a fence
+-- counter's after a restart, lib/queue.lua): a v4 counter is never
+-- above it either.
+
+-- lk_load reads the lock's hash (key) for token's call: the holding as
+-- of the server's clock (a flagged lease past its end is free), the
+-- queue's numbers, the token's entry number and its mark's deadline.
+local function lk_load(key, token)
+  local s = redis.call('HMGET', key, 'v', 'd', 'h', 't', 'n', 'a', 'xd', 'k:' .. token, 'x:' .. token)
+  local now, now_us = now_ms()
+  local st = {key = key, now = now, now_us = now_us, flagged = false, keep = 0,
+    h = tonumber(s[3]) or 1, t = tonumber(s[4]) or 0, n = tonumber(s[5]) or 0,
+    a = tonumber(s[6]) or 0, xd = tonumber(s[7]) or 0, mine = tonumber(s[8]), mark = tonumber(s[9])}
+  local v = s[1]
+  if v and string.byte(v, 1) == 43 then
+    st.flagged, v = true, string.sub(v, 2)
+  end
+  st.exists = v ~= nil
+  local holder, fence, _, owner = lock_parse(v)
+  if holder then
+    st.fence = fence
+    if st.flagged then
+      st.d = tonumber(s[2]) or 0
+    else
+      st.d = now + redis.call('PTTL', key)
+    end
+    if st.d > now then
+      st.holder, st.value, st.owner = holder, v, owner
+    end
+  elseif v then
+    st.fence = tonumber(string.match(v, '^%- (%d+)'))
+    if st.flagged then st.d = 0 else st.d = now + redis.call('PTTL', key) end
+  end
+  return st
+end
+
+-- lk_entry returns entry i of the lock's hash as a table (nil if gone).
+local function lk_entry(st, i)
+  local e = redis.call('HGET', st.key, 'e:' .. i)
+  if not e then return nil end
+  local token, deadline, arrival, engine, owner = string.match(e, '^(%S+) (%d+) (%d+) (%S+) ?(.*)$')
+  if owner == '' then owner = nil end
+  return {i = i, token = token, deadline = tonumber(deadline), arrival = tonumber(arrival), engine = engine, owner = owner, raw = e}
+end
+
+-- lk_leave takes entry e out of the queue.
+local function lk_leave(st, e)
+  redis.call('HDEL', st.key, 'e:' .. e.i, 'k:' .. e.token)
+  st.n = st.n - 1
+end
+
+-- lk_head returns the first live entry, dropping lapsed ones in front of
+-- it (st.h moves to it); nil if none is queued.
+local function lk_head(st)
+  local i = st.h
+  while st.n > 0 and i <= st.t do
+    local e = lk_entry(st, i)
+    if e then
+      if e.deadline > st.now then
+        st.h = i
+        return e
+      end
+      lk_leave(st, e)
+    end
+    i = i + 1
+  end
+  st.h = i
+  return nil
+end
+
+-- lk_fence is the fence after the last one (the clock's if none is known).
+local function lk_fence(st)
+  if st.fence then return st.fence + 1 end
+  return st.now_us
+end
+
+-- lk_save writes the holding value (in this file's format, unflagged;
+-- nil: the one read) whose lease ends at d (server ms; a free value's:
+-- how long it is kept), flagged while an entry or a mark stands, and the
+-- queue's numbers; or, with neither, the hash of 'v' alone, its PX the
+-- rest of the lease (none left: no key).
+local function lk_save(st, value, d)
+  if not value then
+    value, d = st.value, st.d
+    if not st.holder then
+      value = '- ' .. fmt(st.fence or st.now_us)
+    end
+  end
+  d = d or 0
+  if st.n > 0 or st.xd > st.now then
+    redis.call('HSET', st.key, 'v', '+' .. value, 'd', fmt(d), 'h', fmt(st.h), 't', fmt(st.t), 'n', fmt(st.n),
+      'a', fmt(st.a), 'xd', fmt(st.xd))
+    local keep = math.max(d, st.xd, st.keep) - st.now
+    if keep > 0 and redis.call('PTTL', st.key) < keep then
+      redis.call('PEXPIRE', st.key, keep)
+    end
+    return
+  end
+  if st.flagged then
+    redis.call('DEL', st.key)
+  end
+  if d > st.now then
+    redis.call('HSET', st.key, 'v', value)
+    redis.call('PEXPIRE', st.key, d - st.now)
+  elseif st.exists and not st.flagged then
+    redis.call('DEL', st.key)
+  end
+end
+
+-- lk_join queues token at the tail, or extends its entry to entry_ms from
+-- now if it is queued: as lib/queue.lua's q_join (rank: entries ahead,
+-- lapsed ones included; arrival 0 for an extension, else the last plus
+-- one, at least the clock in microseconds). engine and owner (nil: none)
+-- go with a new entry.
+local function lk_join(st, token, entry_ms, engine, owner)
+  local deadline = st.now + entry_ms
+  st.keep = math.max(st.keep, deadline)
+  local e = st.mine and st.mine >= st.h and lk_entry(st, st.mine)
+  if e and e.token == token then
+    local rest = string.match(e.raw, '^%S+ %d+ (.*)$')
+    redis.call('HSET', st.key, 'e:' .. e.i, token .. ' ' .. fmt(deadline) .. ' ' .. rest)
+    return e.i - st.h, 0
+  end
+  local i = st.t + 1
+  local arrival = math.max(st.a + 1, st.now_us)
+  local entry = token .. ' ' .. fmt(deadline) .. ' ' .. fmt(arrival) .. ' ' .. engine
+  if owner then entry = entry .. ' ' .. owner end
+  if st.n == 0 then st.h = i end
+  redis.call('HSET', st.key, 'e:' .. i, entry, 'k:' .. token, fmt(i))
+  st.t, st.a, st.n = i, arrival, st.n + 1
+  return i - st.h, arrival
+end
+
+-- lk_free frees the lock whose holder the caller has checked (or which a
+-- force frees): it goes to the first live waiter, whose lease runs to its
+-- entry's deadline and whom wake wakes (lib/queue.lua's q_wake); if none,
+-- the last fence is kept for the rest of the lease.
+local function lk_free(st, wake)
+  local head = st.n > 0 and lk_head(st)
+  if head then
+    lk_leave(st, head)
+    local f = lk_fence(st)
+    lk_save(st, lock_value(head.token, f, '0', head.owner), head.deadline)
+    q_wake(wake, head.engine, head.token, f, head.arrival)
+    return
+  end
+  lk_save(st, '- ' .. fmt(st.fence or st.now_us), st.d)
+end

@@ -47,6 +47,7 @@ var (
 	scriptElExtend  = load("election_lock_extend", 1)
 	scriptElExtends = load("election_lock_extend_many", -1) // one key per election (renew.go)
 	scriptElPTTL    = load("election_lock_pttl", 1)
+	scriptElInfo    = load("election_lock_info", 2, "queue", "lock")
 	scriptElObserve = load("election_observe", 3, "queue", "lock", "election")
 	scriptElLeader  = load("election_leader", 2, "queue", "lock", "election")
 
@@ -135,6 +136,11 @@ func withLibraries(body string, libs []string) string {
 // one key more than keyCount, last: the observers. It is not a file of its
 // own, so it cannot drift from the lock's; it is not listed in scripts.
 func loadObserved(name string, keyCount int, libs ...string) *script {
+	fileKeys := keyCount
+	if name == "election_lock_owner" { // KEYS[2] is the wrapper's alone
+		fileKeys = 1
+	}
+	scripts[name] = struct{ keys int }{fileKeys} // a file of its own (scripts/election_lock_*.lua)
 	inner := withLibraries(embedded("scripts/"+name+".lua"), libs)
 	prologue := ""
 	switch name {

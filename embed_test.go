@@ -65,7 +65,7 @@ func TestEmbed_WrappersAreFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	g := NewGuardedScript(1, "return 1")
-	sent := []string{g.script.src, g.rw.src}
+	sent := []string{g.script.src, g.rw.src, g.election.src}
 	for _, s := range everyScript {
 		sent = append(sent, s.src)
 	}

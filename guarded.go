@@ -22,6 +22,7 @@ type GuardedScript struct {
 	body     string
 	script   *script
 	rw       *script // the same, guarded by a read-write lock's writer
+	election *script // the same, guarded by an election's leader (v4's string layout)
 	err      error   // why the body cannot run (a shebang line, a negative key count)
 }
 
@@ -40,6 +41,7 @@ func NewGuardedScript(keyCount int, body string) *GuardedScript {
 	default:
 		s.script = newScript("guarded", keyCount+1, wrapper("guarded_lock")+guardedBody(body))
 		s.rw = newScript("guarded (writer)", keyCount+1, wrapper("guarded_writer")+guardedBody(body))
+		s.election = newScript("guarded (election)", keyCount+1, wrapper("guarded_election")+guardedBody(body))
 	}
 	return s
 }
@@ -114,6 +116,9 @@ func (l *Lock) eval(ctx context.Context, s *GuardedScript, keysAndArgs ...any) (
 			return nil, h.obj.errorf("a read lock guards no write: %w", ErrInvalid)
 		}
 		script = s.rw
+	}
+	if h.ops.kind == kindElection { // a leader's lock keeps v4's string layout
+		script = s.election
 	}
 	tag := "{" + h.obj.name + "}"
 	for i, k := range keysAndArgs[:s.keyCount] {

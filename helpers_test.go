@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"net"
 	"regexp"
@@ -381,6 +382,21 @@ func countQueued(s *testserver.Server, t testing.TB, key string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// lockFence is the last fence of the named plain lock, read from its hash's
+// holding (scripts/lib/lock.lua): the holder's, or the one a free lock
+// keeps.
+func lockFence(s *testserver.Server, name string) (int64, error) {
+	v, err := redis.String(s.Do("HGET", s.NS+"lock:{"+name+"}", "v"))
+	if err != nil {
+		return 0, err
+	}
+	fields := strings.Fields(strings.TrimPrefix(v, "+"))
+	if len(fields) < 2 {
+		return 0, fmt.Errorf("lock %q holds %q, no fence", name, v)
+	}
+	return strconv.ParseInt(fields[1], 10, 64)
 }
 
 // waitQueued waits (generously) until the server shows n waiters queued.
@@ -798,7 +814,7 @@ func rawWaiter(s *testserver.Server, t *testing.T, name, token, id string, entry
 	k := func(suffix string) any { return s.NS + "lock:{" + name + "}" + suffix }
 	c := s.Pool.Get()
 	defer c.Close()
-	if _, err := redis.Int64s(scriptLockAcquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
+	if _, err := redis.Int64s(scriptLockAcquire.Do(c, k(""),
 		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), id, s.NS+"wake:")); err != nil {
 		t.Fatal(err)
 	}
@@ -884,3 +900,82 @@ func slowlog(do func(string, ...any) (any, error)) (map[string]int64, error) {
 	_, err = do("SLOWLOG", "RESET")
 	return cmds, err
 }
+
+// lockEntry is a queue entry of a plain lock's hash (scripts/lib/lock.lua).
+type lockEntry struct {
+	token             string
+	deadline, arrival int64
+	live              bool // its deadline is past the server's clock
+}
+
+// lockQueue reads the queue entries of the named plain lock, in order.
+func lockQueue(s *testserver.Server, t testing.TB, name string) []lockEntry {
+	t.Helper()
+	c := s.Pool.Get()
+	defer c.Close()
+	v, err := redis.Values(lockQueueScript.Do(c, s.NS+"lock:{"+name+"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []lockEntry
+	for i := 0; i+3 < len(v); i += 4 {
+		token, _ := redis.String(v[i], nil)
+		deadline, _ := redis.Int64(v[i+1], nil)
+		arrival, _ := redis.Int64(v[i+2], nil)
+		live, _ := redis.Int64(v[i+3], nil)
+		out = append(out, lockEntry{token, deadline, arrival, live == 1})
+	}
+	return out
+}
+
+// lockQueueScript replies token, deadline, arrival and live (1 or 0) of
+// each entry of a plain lock's hash (KEYS[1]), in queue order.
+var lockQueueScript = redis.NewScript(1, `
+local s = redis.call('HMGET', KEYS[1], 'h', 't')
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local out = {}
+for i = tonumber(s[1]) or 1, tonumber(s[2]) or 0 do
+  local e = redis.call('HGET', KEYS[1], 'e:' .. i)
+  if e then
+    local token, deadline, arrival = string.match(e, '^(%S+) (%d+) (%d+)')
+    out[#out + 1] = token
+    out[#out + 1] = deadline
+    out[#out + 1] = arrival
+    out[#out + 1] = tonumber(deadline) > now and 1 or 0
+  end
+end
+return out`)
+
+// lockArrival is the arrival number of token's entry in the named plain
+// lock's queue; it fails the test if the token is not queued.
+func lockArrival(s *testserver.Server, t testing.TB, name, token string) int64 {
+	t.Helper()
+	for _, e := range lockQueue(s, t, name) {
+		if e.token == token {
+			return e.arrival
+		}
+	}
+	t.Fatalf("%s is not queued for lock %q", token, name)
+	return 0
+}
+
+// lockLease is the remaining lease of the named plain lock's holding in
+// ms, as lock_pttl reads it: its hash's PTTL, or, while the lock is
+// flagged, its lease's end 'd' against the server's clock.
+func lockLease(s *testserver.Server, t testing.TB, name string) int64 {
+	t.Helper()
+	c := s.Pool.Get()
+	defer c.Close()
+	v, err := redis.Int64(lockLeaseScript.Do(c, s.NS+"lock:{"+name+"}"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+var lockLeaseScript = redis.NewScript(1, `
+local v = redis.call('HGET', KEYS[1], 'v')
+if not v or string.byte(v, 1) ~= 43 then return redis.call('PTTL', KEYS[1]) end
+local t = redis.call('TIME')
+return (tonumber(redis.call('HGET', KEYS[1], 'd')) or 0) - (tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000))`)

@@ -295,7 +295,13 @@ func (e *Engine) lockInfo(ctx context.Context, name string) (LockInfo, error) {
 
 // lockInfoOf runs lock_info on obj's lock (a lock's, or an election's).
 func (e *Engine) lockInfoOf(ctx context.Context, obj object) (LockInfo, error) {
-	reply, err := e.eval(ctx, obj, scriptLockInfo, obj.key(""))
+	var reply any
+	var err error
+	if obj.kind == kindElection { // v4's string layout, kept by elections
+		reply, err = e.eval(ctx, obj, scriptElInfo, obj.key(""), obj.key(":waiters"))
+	} else {
+		reply, err = e.eval(ctx, obj, scriptLockInfo, obj.key(""))
+	}
 	if err != nil {
 		return LockInfo{}, err
 	}

@@ -124,7 +124,7 @@ func TestLock_FencesAreConsecutive(t *testing.T) {
 			}()
 		}
 		wg.Wait()
-		fence, err := redis.Int64(s.Do("GET", s.NS+"lock:{mutex}:fence"))
+		fence, err := lockFence(s, "mutex")
 		if err != nil || fence != base.Fence()+acquired.Load() || acquired.Load() != int64(workers*cycles) {
 			t.Errorf("fence %d (%v) after %d of %d acquisitions", fence, err, acquired.Load(), workers*cycles)
 		}
@@ -263,7 +263,7 @@ func present(s *testserver.Server, t testing.TB, key string) bool {
 func TestLock_EvictionAndLocks(t *testing.T) {
 	const maxFiller = 20000 // 320 MB through a 1 MB headroom
 	lockKey := func(s *testserver.Server) string { return s.NS + "lock:{job}" }
-	fenceKey := func(s *testserver.Server) string { return s.NS + "lock:{job}:fence" }
+	fenceKey := lockKey // v5 keeps the last fence in the lock's one key
 
 	t.Run("allkeys-lru", func(t *testing.T) {
 		s := privateServer(t, "private redis")
@@ -320,7 +320,7 @@ func TestLock_EvictionAndLocks(t *testing.T) {
 		}
 		evicted := info(s, t, "evicted_keys")
 		t.Logf("volatile-lru: %d filler writes, then OOM; evicted_keys %d", n, evicted)
-		if present(s, t, lockKey(s)) || present(s, t, fenceKey(s)) || evicted != 2 {
+		if present(s, t, lockKey(s)) || present(s, t, fenceKey(s)) || evicted != 1 {
 			t.Fatalf("lock key present %v, fence counter present %v, evicted_keys %d: want both evicted, and nothing else",
 				present(s, t, lockKey(s)), present(s, t, fenceKey(s)), evicted)
 		}
@@ -550,13 +550,13 @@ func TestLock_Context(t *testing.T) {
 	})
 }
 
-// A string at a lock's key that is not a lock's value is free to LockInfo,
-// as it is to TryLock, which takes it over; LockInfo used to fail on it
-// ("unexpected reply []": its parse's nils cut the reply short).
+// A holding in a lock's hash that is not a lock's value is free to
+// LockInfo, as it is to TryLock, which takes it over; LockInfo used to fail
+// on it ("unexpected reply []": its parse's nils cut the reply short).
 func TestLock_InfoOnAForeignValue(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		ctx, e := ctxT(t), engine(s)
-		s.Must(t, "SET", s.NS+"lock:{foreign}", "not a lock")
+		s.Must(t, "HSET", s.NS+"lock:{foreign}", "v", "not a lock")
 		info, err := e.LockInfo(ctx, "foreign")
 		if err != nil || info.Held {
 			t.Fatalf("LockInfo on a foreign value: %+v, %v; want free", info, err)
@@ -578,9 +578,10 @@ func TestLock_InfoOnAForeignValue(t *testing.T) {
 // TestLock_OwnerlessCostsNothing itself on that commit; the semaphore's since
 // lowered, as this test counted them, where a one-try acquire reads the
 // waiters hash, and a release the fence counter, only when someone is
-// queued (27, 27 and 26 before).
+// queued (27, 27 and 26 before); the lock's 5 since v5's one key a name
+// (HGET, HSET, PEXPIRE | HGET, HSET; 8 before).
 var ownerlessCommands = map[string]int{
-	"TryLock+Unlock":                    8,
+	"TryLock+Unlock":                    5,
 	"TryRLock+Unlock":                   15,
 	"TryRLock+Unlock beside a reader":   18,
 	"TryWLock+Unlock":                   15,
@@ -807,6 +808,48 @@ func TestLock_ValueRoundTrip(t *testing.T) {
 			if err := ls.Unlock(ctx); err != nil {
 				t.Fatal(err)
 			}
+		}
+	})
+}
+
+// A plain lock keeps its last fence in its one key, free ("- fence"), for
+// the rest of the lease of its last holder, whatever WithFenceRetention
+// says: the next grant's fence is one above. Once the key is gone, the
+// next fence is the server's clock in microseconds, above every fence
+// before it.
+func TestLock_FenceKeptForTheLease(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		const lease = 300 * time.Millisecond
+		ctx, e := ctxT(t), engine(s, WithFenceRetention(time.Hour))
+		key := s.NS + "lock:{kept}"
+		take := func() int64 {
+			t.Helper()
+			l, err := e.TryLock(ctx, "kept", LockOptions{TTL: lease})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return l.Fence()
+		}
+		first := take()
+		if got := s.PTTL(t, key); got <= 0 || got > lease {
+			t.Errorf("PTTL %s after a release = %v, want the rest of the lease, (0, %v]", key, got, lease)
+		}
+		if fence, err := lockFence(s, "kept"); err != nil || fence != first {
+			t.Errorf("the free lock keeps fence %d (%v), want %d", fence, err, first)
+		}
+		second := take()
+		if second != first+1 {
+			t.Errorf("fences %d then %d while the key lives, want consecutive", first, second)
+		}
+		s.Advance(lease + 50*time.Millisecond)
+		if n, _ := redis.Int(s.Do("EXISTS", key)); n != 0 {
+			t.Errorf("%s still there after its lease (PTTL %v)", key, s.PTTL(t, key))
+		}
+		if third := take(); third <= second {
+			t.Errorf("fence %d after the key expired, %d before: fences went back", third, second)
 		}
 	})
 }

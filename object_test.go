@@ -98,9 +98,10 @@ func FuzzKeys(f *testing.F) {
 }
 
 // Fence counters expire WithFenceRetention after their name's last grant
-// (locks, read-write locks, semaphores), so an idle name leaves no key;
-// the next fence then starts from the server's clock in microseconds,
-// above every fence before it.
+// (read-write locks, semaphores; a plain lock keeps its last fence in its
+// one key for the rest of its lease, TestLock_FenceKeptForTheLease), so an
+// idle name leaves no key; the next fence then starts from the server's
+// clock in microseconds, above every fence before it.
 func TestObject_CountersExpireAfterRetention(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		const retention = 300 * time.Millisecond
@@ -109,10 +110,6 @@ func TestObject_CountersExpireAfterRetention(t *testing.T) {
 			counter string
 			take    func() (fence int64, release func() error, err error)
 		}{
-			{"lock:{f}:fence", func() (int64, func() error, error) {
-				l, err := e.TryLock(ctx, "f", LockOptions{TTL: time.Minute})
-				return l.Fence(), func() error { return l.Unlock(ctx) }, err
-			}},
 			{"rw:{f}:fence", func() (int64, func() error, error) {
 				l, err := e.TryWLock(ctx, "f", LockOptions{TTL: time.Minute})
 				return l.Fence(), func() error { return l.Unlock(ctx) }, err
@@ -262,12 +259,12 @@ func TestObject_NumbersExactAndInRange(t *testing.T) {
 				return engine(s, WithRecentCapacity(math.MaxInt64)).AddRecent(ctx, "cap2", "a")
 			}},
 			{"WithFenceRetention(max)", false, func() error {
-				l, err := engine(s, WithFenceRetention(maxDuration)).TryLock(ctx, "ret", LockOptions{})
+				l, err := engine(s, WithFenceRetention(maxDuration)).TryWLock(ctx, "ret", LockOptions{}) // a plain lock keeps its fence with its lease
 				if err != nil {
 					return err
 				}
 				defer l.Unlock(ctx)
-				return near(s.PTTL(t, s.NS+"lock:{ret}:fence"), maxDuration)
+				return near(s.PTTL(t, s.NS+"rw:{ret}:fence"), maxDuration)
 			}},
 			{"WithCallTimeout(max)", false, func() error {
 				_, err := engine(s, WithCallTimeout(maxDuration)).IsLocked(ctx, "ct")
@@ -461,7 +458,7 @@ func TestObject_MaxName(t *testing.T) {
 		if err := l.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		s.Must(t, "DEL", s.NS+"lock:{"+longest+"}:fence")
+		s.Must(t, "DEL", s.NS+"lock:{"+longest+"}")
 		for _, c := range []struct {
 			name string
 			run  func() error

@@ -418,7 +418,7 @@ func TestRelease_VoidsALateAttempt(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := func(suffix string) any { return s.NS + "lock:{late}" + suffix }
-		reply, err := scriptLockAcquire.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+l.token),
+		reply, err := scriptLockAcquire.Do(s.Pool.Get(), k(""),
 			l.token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.NS+"wake:")
 		if err != nil {
 			t.Fatal(err)
@@ -426,8 +426,8 @@ func TestRelease_VoidsALateAttempt(t *testing.T) {
 		if at, err := decodeAttempt(reply); err != nil || !at.abandoned {
 			t.Errorf("a late attempt after the release: %v (%+v, %v), want it refused as abandoned", reply, at, err)
 		}
-		if n, _ := redis.Int(s.Do("EXISTS", k(""), k(":queue"), k(":waiters"))); n != 0 {
-			t.Errorf("%d of the lock's keys exist after the late attempt, want none: it took or queued", n)
+		if holder, _ := testserver.LockHolder(s.Do("HGET", k(""), "v")); holder != "" || len(lockQueue(s, t, "late")) != 0 {
+			t.Errorf("after the late attempt the lock is held by %q, queue %+v: it took or queued", holder, lockQueue(s, t, "late"))
 		}
 	})
 }

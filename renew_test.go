@@ -114,12 +114,12 @@ func TestRenew_HealsAnExtensionNumber(t *testing.T) {
 		defer e.Close(ctx)
 		all, _ := takeMixed(t, ctx, e, 12, 600*time.Millisecond)
 		lock, read, permit := all[6].(*Lock), all[7].(*Lock), all[8].(*Permit)
-		v, err := redis.String(s.Do("GET", s.NS+"lock:{r6}"))
+		v, err := redis.String(s.Do("HGET", s.NS+"lock:{r6}", "v"))
 		if err != nil {
 			t.Fatal(err)
 		}
 		f := strings.Fields(v)
-		s.Must(t, "SET", s.NS+"lock:{r6}", f[0]+" "+f[1]+" x1", "PX", 600)
+		s.Must(t, "HSET", s.NS+"lock:{r6}", "v", f[0]+" "+f[1]+" x1")
 		s.Must(t, "HSET", s.NS+"rw:{r7}:holds", read.Token(), "x1")
 		s.Must(t, "SET", permit.seqKey(), "x1", "PX", 600)
 		if s.Engines != nil {
@@ -127,7 +127,7 @@ func TestRenew_HealsAnExtensionNumber(t *testing.T) {
 		} else {
 			losesOnly(t, ctx, all, nil)
 		}
-		if v, _ := redis.String(s.Do("GET", s.NS+"lock:{r6}")); !strings.HasPrefix(v, lock.Token()+" ") || strings.HasSuffix(v, " x1") {
+		if v, _ := redis.String(s.Do("HGET", s.NS+"lock:{r6}", "v")); !strings.HasPrefix(v, lock.Token()+" ") || strings.HasSuffix(v, " x1") {
 			t.Errorf("lock r6 after the renewals: %q, want its own extension number back", v)
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -413,10 +412,10 @@ func TestWake_UnconfirmedHandoffLapses(t *testing.T) {
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{lap}")); tok != "gone" {
+		if tok, _ := testserver.LockHolder(s.Do("HGET", s.NS+"lock:{lap}", "v")); tok != "gone" {
 			t.Fatalf("after the release the lock is %q's, want the head's (gone)", tok)
 		}
-		if pttl, _ := redis.Int64(s.Do("PTTL", s.NS+"lock:{lap}")); pttl <= 0 || pttl > testQueueTTL.Milliseconds() {
+		if pttl := lockLease(s, t, "lap"); pttl <= 0 || pttl > testQueueTTL.Milliseconds() {
 			t.Errorf("handed-over lease PTTL %d ms, want (0, %d]: it runs only to the entry's deadline", pttl, testQueueTTL.Milliseconds())
 		}
 		l := <-got
@@ -427,7 +426,7 @@ func TestWake_UnconfirmedHandoffLapses(t *testing.T) {
 		}
 		// The lapsed waiter's late call does not take the lock back.
 		rawWaiter(s, t, "lap", "gone", "nobody", testQueueTTL)
-		if tok, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{lap}")); tok != l.Token() {
+		if tok, _ := testserver.LockHolder(s.Do("HGET", s.NS+"lock:{lap}", "v")); tok != l.Token() {
 			t.Errorf("after the lapsed waiter's late call the lock is %q's, want the live waiter's", tok)
 		}
 		if err := l.Unlock(ctx); err != nil {
@@ -478,6 +477,15 @@ func TestWake_WaitersOutliveTheirEntries(t *testing.T) {
 // passed by the server's clock (lib/queue.lua's q_live).
 func liveWaiters(s *testserver.Server, t *testing.T, suffix string) int {
 	t.Helper()
+	if name, ok := strings.CutPrefix(suffix, "lock:{"); ok { // a plain lock's queue is in its hash
+		n := 0
+		for _, e := range lockQueue(s, t, strings.TrimSuffix(name, "}:waiters")) {
+			if e.live {
+				n++
+			}
+		}
+		return n
+	}
 	c := s.Pool.Get()
 	defer c.Close()
 	v, err := redis.Int(liveWaitersScript.Do(c, s.NS+suffix))
@@ -501,20 +509,13 @@ func TestWake_ArrivalNumbersNeverReused(t *testing.T) {
 		for _, w := range []string{"a", "b", "c"} {
 			rawWaiter(s, t, "arr", w, "x", time.Minute)
 		}
-		queue := s.NS + "lock:{arr}:queue"
-		score := func(w string) int64 {
-			v, err := redis.Int64(s.Do("ZSCORE", queue, w))
-			if err != nil {
-				t.Fatalf("ZSCORE %s: %v", w, err)
-			}
-			return v
-		}
+		score := func(w string) int64 { return lockArrival(s, t, "arr", w) }
 		a, b, c := score("a"), score("b"), score("c")
 		if !(a < b && b < c) {
 			t.Fatalf("arrivals %d %d %d, want growing", a, b, c)
 		}
 		k := func(suffix string) any { return s.NS + "lock:{arr}" + suffix }
-		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:b"),
+		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""),
 			"b", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
 			t.Fatal(err)
 		}
@@ -552,12 +553,12 @@ func TestWake_AbandonPassesTheLockOn(t *testing.T) {
 		if err := holder.Unlock(ctx); err != nil {
 			t.Fatal(err)
 		}
-		if tok, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{ab}")); tok != "walks-away" {
+		if tok, _ := testserver.LockHolder(s.Do("HGET", s.NS+"lock:{ab}", "v")); tok != "walks-away" {
 			t.Fatalf("handed to %q, want the head", tok)
 		}
 		k := func(suffix string) any { return s.NS + "lock:{ab}" + suffix }
 		start := time.Now()
-		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:walks-away"),
+		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""),
 			"walks-away", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
 			t.Fatal(err)
 		}
@@ -848,20 +849,20 @@ func TestWake_ArrivalNumbersOutliveTheirQueue(t *testing.T) {
 			t.Fatal(err)
 		}
 		const entry = 100 * time.Millisecond
-		queue, waiters := s.NS+"lock:{gen}:queue", s.NS+"lock:{gen}:waiters"
+		// The queue lives in the lock's hash (scripts/lib/lock.lua): its
+		// entries go with the hash, which a lapsed lease takes.
 		arrival := func(token string) int64 {
 			t.Helper()
 			rawWaiter(s, t, "gen", token, "x", entry)
-			v, err := redis.Int64(s.Do("ZSCORE", queue, token))
-			if err != nil {
-				t.Fatalf("ZSCORE %s: %v", token, err)
-			}
-			return v
+			return lockArrival(s, t, "gen", token)
 		}
 		old := arrival("old")
-		s.Advance(3 * entry) // the keys live two entry lifetimes
-		if n, _ := redis.Int(s.Do("EXISTS", queue, waiters)); n != 0 {
-			t.Fatalf("%d of the queue's keys still there three entry lifetimes after its only entry", n)
+		s.Advance(time.Minute + 3*entry) // past the lease and the entry
+		if n, _ := redis.Int(s.Do("EXISTS", s.NS+"lock:{gen}")); n != 0 {
+			t.Fatalf("the lock's hash still there past its lease and its only entry")
+		}
+		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
 		}
 		if next := arrival("new"); next <= old {
 			t.Errorf("arrival number %d in a queue that expired, %d in it before: numbers went back", next, old)
@@ -896,12 +897,11 @@ func TestWake_WakeUpForAnEarlierEntryIsNoGrant(t *testing.T) {
 		queue := s.NS + "lock:{early}:queue"
 		waitQueued(s, t, queue, 1)
 		waitSubscribed(s, t, w)
-		v, err := redis.Strings(s.Do("ZRANGE", queue, 0, 0, "WITHSCORES"))
-		if err != nil || len(v) != 2 {
-			t.Fatalf("the queue: %q, %v", v, err)
+		entries := lockQueue(s, t, "early")
+		if len(entries) != 1 {
+			t.Fatalf("the queue: %+v", entries)
 		}
-		token := v[0]
-		arrival, _ := strconv.ParseInt(v[1], 10, 64)
+		token, arrival := entries[0].token, entries[0].arrival
 		stale := holder.Fence() - 1 // what a release once handed the earlier entry
 		before := pool.n.Load()
 		s.Must(t, "PUBLISH", w.wake.channel, fmt.Sprintf("%s %d %d", token, stale, arrival-1))
@@ -1023,13 +1023,18 @@ func TestWake_SubscriptionComesBackAfterIdling(t *testing.T) {
 
 // freeWithWaiters reads, in one script, whether the lock is free while a
 // live waiter is queued, and the server's time.
-var freeWithWaiters = redis.NewScript(2, `
+var freeWithWaiters = redis.NewScript(1, `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local free = 0
-if not redis.call('GET', KEYS[1]) then
-  for _, e in ipairs(redis.call('HVALS', KEYS[2])) do
-    if tonumber(string.sub(e, 1, string.find(e, ' ', 1, true) - 1)) > now then free = 1 end
+local s = redis.call('HMGET', KEYS[1], 'v', 'd', 'h', 't')
+local v = s[1]
+local held = v and string.sub(v, 1, 2) ~= '- ' and string.sub(v, 1, 3) ~= '+- '
+if held and string.byte(v, 1) == 43 then held = (tonumber(s[2]) or 0) > now end
+if not held then
+  for i = tonumber(s[3]) or 1, tonumber(s[4]) or 0 do
+    local e = redis.call('HGET', KEYS[1], 'e:' .. i)
+    if e and tonumber(string.match(e, '^%S+ (%d+)')) > now then free = 1 end
   end
 end
 return {free, now}`)
@@ -1087,7 +1092,7 @@ func TestWake_NoLostWakeup(t *testing.T) {
 				break watch
 			default:
 			}
-			v, err := redis.Int64s(freeWithWaiters.Do(s.Pool.Get(), s.NS+"lock:{lw}", s.NS+"lock:{lw}:waiters"))
+			v, err := redis.Int64s(freeWithWaiters.Do(s.Pool.Get(), s.NS+"lock:{lw}"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,7 +11,8 @@
 --
 -- Unflagged (nobody queued, no abandon mark: the common case) the holding
 -- opens with the caller's token and a space, and the free value "- fence"
--- is written in its place: the hash keeps its PX, the rest of the lease.
+-- is written in its place: the hash keeps its PX, the rest of the lease
+-- (at maxmemory, where that write is refused, the hash is deleted).
 -- The shared Lua after it is only defined for a flagged lock.
 local v = redis.call('HGET', KEYS[1], 'v')
 local t = ARGV[1]
@@ -20,7 +21,11 @@ if not v then
 end
 if string.sub(v, 1, #t + 1) == t .. ' ' then
   local e = string.find(v, ' ', #t + 2, true)
-  redis.call('HSET', KEYS[1], 'v', '- ' .. string.sub(v, #t + 2, e - 1))
+  -- At maxmemory (noeviction) the HSET is refused: the lock is deleted
+  -- instead (a delete is allowed), and its next fence is the clock's.
+  if type(redis.pcall('HSET', KEYS[1], 'v', '- ' .. string.sub(v, #t + 2, e - 1))) == 'table' then
+    redis.call('DEL', KEYS[1])
+  end
   return 1
 end
 if string.byte(v, 1) ~= 43 then -- unflagged, another's or free

@@ -14,6 +14,7 @@ import (
 
 	"github.com/atomicredis/atomicredis"
 	"github.com/atomicredis/atomicredis/internal/testserver"
+	"github.com/gomodule/redigo/redis"
 )
 
 type lockOpts = atomicredis.LockOptions
@@ -27,8 +28,8 @@ func lockAcquireRelease(t *testing.T, s *testserver.Server) {
 	if len(l.Token()) != 36 || l.Fence() < 1 {
 		t.Errorf("token %q fence %d, want a uuid and a positive fence", l.Token(), l.Fence())
 	}
-	if got := s.Keys(t); !slices.Equal(got, []string{s.NS + "lock:{orders}", s.NS + "lock:{orders}:fence"}) {
-		t.Errorf("keys %q, want the lock and its fence", got)
+	if got := s.Keys(t); !slices.Equal(got, []string{s.NS + "lock:{orders}"}) {
+		t.Errorf("keys %q, want the lock's one key", got)
 	}
 	if locked, err := e.IsLocked(ctx, "orders"); err != nil || !locked {
 		t.Errorf("IsLocked = %v, %v; want true", locked, err)
@@ -60,8 +61,8 @@ func lockAcquireRelease(t *testing.T, s *testserver.Server) {
 	if held, err := l.Held(ctx); err != nil || held {
 		t.Errorf("Held after Unlock = %v, %v", held, err)
 	}
-	if got := s.Keys(t); !slices.Equal(got, []string{s.NS + "lock:{orders}:fence"}) {
-		t.Errorf("keys after Unlock %q, want only the fence", got)
+	if got := s.Keys(t); !slices.Equal(got, []string{s.NS + "lock:{orders}"}) {
+		t.Errorf("keys after Unlock %q, want the lock's one key, free, its fence kept", got)
 	}
 	if _, err := l.TTL(ctx); !errors.Is(err, atomicredis.ErrNotHeld) {
 		t.Errorf("TTL after Unlock: %v, want ErrNotHeld", err)
@@ -106,7 +107,7 @@ func lockStaleHolder(t *testing.T, s *testserver.Server) {
 	if held, err := fresh.Held(ctx); !held || err != nil {
 		t.Errorf("the new holder's Held = %v, %v after the stale holder's calls", held, err)
 	}
-	if v, err := testserver.LockHolder(s.Do("GET", s.NS+"lock:{job}")); v != fresh.Token() {
+	if v, err := testserver.LockHolder(s.Do("HGET", s.NS+"lock:{job}", "v")); v != fresh.Token() {
 		t.Errorf("lock holds token %q (%v), want the new holder's", v, err)
 	}
 	if ttl, err := fresh.TTL(ctx); err != nil || ttl < 50*time.Second || ttl > time.Minute {
@@ -230,9 +231,9 @@ func lockContext(t *testing.T, s *testserver.Server) {
 	t.Logf("%d of 200 acquisitions cut off by their context", cut)
 	settle(t, e)
 	if locked, err := engine(s).IsLocked(context.Background(), "cut"); err != nil || locked {
-		holder, _ := testserver.LockHolder(s.Do("GET", s.NS+"lock:{cut}"))
-		voids, _ := s.KeysMatching(s.NS + "lock:{cut}:void:*")
-		t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, voids %d %q", locked, err, holder, len(voids), voids[:min(3, len(voids))])
+		holder, _ := testserver.LockHolder(s.Do("HGET", s.NS+"lock:{cut}", "v"))
+		fields, _ := redis.Strings(s.Do("HKEYS", s.NS+"lock:{cut}"))
+		t.Errorf("after cut-off acquisitions IsLocked = %v, %v; holder %s, the lock's fields %q", locked, err, holder, fields[:min(6, len(fields))])
 	}
 }
 

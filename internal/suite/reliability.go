@@ -325,7 +325,7 @@ func wrongType(t *testing.T, s *testserver.Server) {
 		run  func() error
 	}{
 		{"TryLock on a list", "lock:{w}", func() error { return tryLock("w", lockOpts{})(ctx, e) }},
-		{"TryLock with a list fence", "lock:{f}:fence", func() error { return tryLock("f", lockOpts{})(ctx, e) }},
+		{"TryLock on a string (a v4 engine's lock)", "lock:{f}", func() error { return tryLock("f", lockOpts{})(ctx, e) }},
 		{"IsLocked on a list", "lock:{w}", func() error { _, err := e.IsLocked(ctx, "w"); return err }},
 		{"TryRLock on a list", "rw:{w}", func() error { _, err := e.TryRLock(ctx, "w", lockOpts{}); return err }},
 		{"WLock, waiters a list", "rw:{w}:waiters", func() error { _, err := e.WLock(ctx, "w", lockOpts{}); return err }},
@@ -355,6 +355,8 @@ func wrongType(t *testing.T, s *testserver.Server) {
 			s.Must(t, "SADD", key, "x")
 		case strings.Contains(c.name, "on a zset"):
 			s.Must(t, "ZADD", key, 1, "x")
+		case strings.Contains(c.name, "on a string"):
+			s.Must(t, "SET", key, "v4-token 1796683402987094 0")
 		default:
 			s.Must(t, "RPUSH", key, "x", "y\xff")
 		}
@@ -362,15 +364,16 @@ func wrongType(t *testing.T, s *testserver.Server) {
 		s.Must(t, "DEL", key)
 	}
 
-	// A fence key holding text, not a counter, is refused before the lock
-	// is taken.
-	s.Must(t, "SET", s.NS+"lock:{g}:fence", "abc")
+	// A lock's key holding a v4 engine's lock (a string) is refused before
+	// anything is written.
+	s.Must(t, "SET", s.NS+"lock:{g}", "v4-token 1796683402987094 0", "PX", 60000)
 	if err := tryLock("g", lockOpts{})(ctx, e); err == nil {
-		t.Error("TryLock with a corrupt fence: no error")
+		t.Error("TryLock on a v4 engine's lock: no error")
 	}
-	if ks := s.Keys(t); !slices.Equal(ks, []string{s.NS + "lock:{g}:fence"}) {
+	if ks := s.Keys(t); !slices.Equal(ks, []string{s.NS + "lock:{g}"}) {
 		t.Errorf("keys after a refused TryLock: %q", ks)
 	}
+	s.Must(t, "DEL", s.NS+"lock:{g}")
 
 	// A permit whose owner set was replaced by another type: an error, no
 	// change.

@@ -353,14 +353,18 @@ func Context(t testing.TB) context.Context {
 	return ctx
 }
 
-// LockHolder is the token of a lock's holder from a GET of its key (the
-// value opens with it and a space: scripts/lib/lock.lua), "" if the lock
-// is free.
+// LockHolder is the token of a lock's holder from an HGET of its hash's
+// holding 'v' (the value opens with it and a space, with "+" in front
+// while the lock is flagged: scripts/lib/lock.lua), "" if the lock is
+// free. A flagged lease past its end is not checked.
 func LockHolder(reply any, err error) (string, error) {
 	v, err := redis.String(reply, err)
 	if errors.Is(err, redis.ErrNil) {
 		return "", nil
 	}
-	token, _, _ := strings.Cut(v, " ")
+	token, _, _ := strings.Cut(strings.TrimPrefix(v, "+"), " ")
+	if token == "-" { // free, its last fence kept
+		token = ""
+	}
 	return token, err
 }

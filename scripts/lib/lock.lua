@@ -152,7 +152,8 @@ local function lk_load(key, token)
       st.holder, st.value, st.owner = holder, v, owner
     end
   elseif v then
-    st.fence = tonumber(string.match(v, '^%- (%d+)'))
+    local last = string.match(v, '^%- (%d+)')
+    st.fence = last and tonumber(last)
     if st.flagged then st.d = 0 else st.d = now + redis.call('PTTL', key) end
   end
   return st

@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -850,6 +852,115 @@ func TestLock_FenceKeptForTheLease(t *testing.T) {
 		}
 		if third := take(); third <= second {
 			t.Errorf("fence %d after the key expired, %d before: fences went back", third, second)
+		}
+	})
+}
+
+// v4Lock is a v4 engine's lock scripts (testdata/v4, as they were before
+// a lock became one hash a name), with their libraries put in as the v4
+// engine put them.
+func v4Lock(t *testing.T) (acquire, release *script) {
+	t.Helper()
+	read := func(name string) string {
+		src, err := os.ReadFile("testdata/v4/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(src)
+	}
+	var funcs []libFunc
+	for _, lib := range []string{"queue", "lock"} {
+		funcs = append(funcs, libFuncs(read("lib/"+lib+".lua"))...)
+	}
+	build := func(name string, keys int) *script {
+		body := read(name + ".lua")
+		var lua strings.Builder
+		for _, f := range called(body, funcs) {
+			lua.WriteString(f.src)
+		}
+		before, after, _ := strings.Cut(body, libraryLine)
+		return newScript("v4 "+name, keys, before+lua.String()+after)
+	}
+	return build("lock_acquire", 5), build("lock_release", 4)
+}
+
+// A v4 engine and a v5 one on one Redis never both hold a name: the v5
+// lock is a hash at the key where v4 keeps a string, so each meets
+// WRONGTYPE at the other's holding, and a v5 fence is above the fences
+// of v4's counter (the clock's microseconds, which that counter never
+// passes). The v4 scripts run as a v4 engine sends them, by EVALSHA.
+func TestLock_V4EngineBesideV5(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		s.Realtime(t) // the clock moves, as a server's does: fences from it rise
+		ctx, e := ctxT(t), engine(s)
+		acquire, release := v4Lock(t)
+		c := s.Pool.Get()
+		defer c.Close()
+		k := func(suffix string) any { return s.NS + "lock:{mixed}" + suffix }
+		v4Take := func(token string) (int64, error) {
+			v, err := redis.Int64s(acquire.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), k(":void:"+token),
+				token, 0, time.Second.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "v4-engine", s.NS+"wake:"))
+			if err != nil {
+				return 0, err
+			}
+			if len(v) != 2 || v[0] != 1 {
+				return 0, fmt.Errorf("refused: %v", v)
+			}
+			return v[1], nil
+		}
+		v4Release := func(token string) (any, error) {
+			return release.Do(c, k(""), k(":fence"), k(":queue"), k(":waiters"), token, time.Hour.Milliseconds(), s.NS+"wake:", "v4-engine")
+		}
+		var last int64
+		for round := 0; round < 3; round++ {
+			// v4 holds: v5 is refused loudly, and takes nothing.
+			token := fmt.Sprintf("v4-%d", round)
+			f4, err := v4Take(token)
+			if err != nil {
+				t.Fatalf("round %d: the v4 engine's acquire on a free name: %v", round, err)
+			}
+			if f4 <= last {
+				// v4's counter knows nothing of v5's fences: a v4 engine
+				// that takes a name after a v5 one (its hash gone) may hand
+				// out a lower fence. Only v4 to v5 keeps them rising.
+				t.Logf("round %d: v4 fence %d after v5's %d", round, f4, last)
+			}
+			if l, err := e.TryLock(ctx, "mixed", LockOptions{}); err == nil || errors.Is(err, ErrNotAcquired) || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("round %d: v5 TryLock while v4 holds: %v, %v; want a WRONGTYPE error", round, l, err)
+			}
+			if l, err := e.Lock(ctx, "mixed", LockOptions{Wait: 200 * time.Millisecond}); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("round %d: v5 Lock while v4 holds: %v, %v; want a WRONGTYPE error", round, l, err)
+			}
+			if n, err := redis.Int64(v4Release(token)); n != 1 || err != nil {
+				t.Fatalf("round %d: the v4 release: %d, %v", round, n, err)
+			}
+			// v5 holds: v4 is refused loudly, and takes nothing.
+			l, err := e.TryLock(ctx, "mixed", LockOptions{TTL: time.Minute})
+			if err != nil {
+				t.Fatalf("round %d: v5 TryLock after v4 released: %v", round, err)
+			}
+			if l.Fence() <= f4 {
+				t.Errorf("round %d: v5 fence %d after v4's %d: fences went back", round, l.Fence(), f4)
+			}
+			if f, err := v4Take("v4-late"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("round %d: the v4 engine's acquire while v5 holds: fence %d, %v; want WRONGTYPE", round, f, err)
+			}
+			if n, err := v4Release(l.Token()); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("round %d: the v4 engine's release of v5's holding: %v, %v; want WRONGTYPE", round, n, err)
+			}
+			if held, err := l.Held(ctx); !held || err != nil {
+				t.Fatalf("round %d: v5 Held after v4's refused calls: %v, %v", round, held, err)
+			}
+			if err := l.Unlock(ctx); err != nil {
+				t.Fatal(err)
+			}
+			// A free v5 lock keeps its fence in its hash for the rest of
+			// the lease: v4 still meets WRONGTYPE until it is gone.
+			if _, err := v4Take("v4-early"); err == nil || !strings.Contains(err.Error(), "WRONGTYPE") {
+				t.Fatalf("round %d: the v4 engine's acquire on a free v5 lock: %v; want WRONGTYPE", round, err)
+			}
+			s.Must(t, "DEL", k(""))
+			last = l.Fence()
 		}
 	})
 }

@@ -67,6 +67,10 @@ lib=$dir/lib
 la='5 %k %k:fence %k:queue %k:waiters %k:void:%t %t 0 1000 10000 86400000 3408f1ee-81fa budget:wake:'
 lw='5 %k %k:fence %k:queue %k:waiters %k:void:%t %t 1 1000 10000 86400000 3408f1ee-81fa budget:wake:'
 lr='4 %k %k:fence %k:queue %k:waiters %t 86400000 budget:wake: 3408f1ee-81fa'
+# v5's (one key a name): the lock's hash, and the same arguments.
+l5a='1 %k %t 0 1000 10000 86400000 3408f1ee-81fa budget:wake:'
+l5w='1 %k %t 1 1000 10000 86400000 3408f1ee-81fa budget:wake:'
+l5r='1 %k %t 86400000 budget:wake: 3408f1ee-81fa'
 # xd's: the same keys, the engine's constants packed in one argument.
 xa='5 %k %k:fence %k:queue %k:waiters %k:void:%t %t 0 10000 1000:86400000:3408f1ee-81fa:budget:wake:'
 xr='4 %k %k:fence %k:queue %k:waiters %t 86400000 budget:wake:3408f1ee-81fa'
@@ -75,12 +79,13 @@ echo "-- the uncontended cycle: an acquire and its release"
 line "redislock v0.9.4 (obtain: SET NX PX | release: GET, DEL)" "$dir/redislock_obtain.lua" "$dir/redislock_release.lua" '1 %k %t 22 10000' '1 %k %t'
 line "two EVALSHA of nothing, no keys, no arguments" $b/empty.lua $b/empty.lua '0' '0'
 line "two EVALSHA of nothing, redislock's keys and arguments (1+3 | 1+1)" $b/empty.lua $b/empty.lua '1 %k %t 22 10000' '1 %k %t'
-line "two EVALSHA of nothing, the library's keys and arguments (5+7 | 4+4)" $b/empty.lua $b/empty.lua "$la" "$lr"
+line "two EVALSHA of nothing, v4's keys and arguments (5+7 | 4+4)" $b/empty.lua $b/empty.lua "$la" "$lr"
+line "two EVALSHA of nothing, the library's keys and arguments (1+7 | 1+4)" $b/empty.lua $b/empty.lua "$l5a" "$l5r"
 line "two EVALSHA of nothing, xd's: the same keys, the constants packed (5+4 | 4+3)" $b/empty.lua $b/empty.lua "$xa" "$xr"
 line "  and the reads: GET, EXISTS | GET, ZCARD (rung reads)" $b/reads_acquire.lua $b/reads_release.lua "$la" "$lr" -check=false
 line "  and the lease: SET PX | DEL (rung lease)" $b/lease_acquire.lua $b/lease_release.lua "$la" "$lr"
 line "  and the counter's INCR (rung fence)" $b/fence_acquire.lua $b/lease_release.lua "$la" "$lr"
-line "the library (lock_acquire | lock_release)" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$la" "$lr"
+line "the library (lock_acquire | lock_release: HGET, HSET, PEXPIRE | HGET, HSET)" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$l5a" "$l5r"
 line "design t: the library's calls, 1 key + 3 | 1 + 1, a fence for a reply" $b/t_acquire.lua $b/t_release.lua '1 %k %t 10000 86400000' '1 %k %t'
 line "design xd: fence in the value, keys declared (5+4 | 4+3): GET, SET PX | GET, SET PX" $b/xd_acquire.lua $b/xd_release.lua "$xa" "$xr"
 line "design x1: fence in the value, 1 key + 2 | 1 + 2: GET, SET PX | GET, SET PX" $b/x1_acquire.lua $b/x1_release.lua '1 %k %t 10000' '1 %k %t 86400000'
@@ -98,7 +103,8 @@ line "design hp: design h with the lease as the hash's PX until a waiter or a ma
 line "design g: design f with its flag at a fixed place (no search): GET, SET PX | GET, SET KEEPTTL" $b/g_acquire.lua $b/g_release.lua '1 %k %t 10000' '1 %k %t'
 line "design hpg: design hp with its flag at a fixed place: HGET, HSET, PEXPIRE | HGET, HSET" $b/hpg_acquire.lua $b/hpg_release.lua '1 %k %t 10000' '1 %k %t'
 echo "-- a hot name's acquisition: a waiter's join while the lock is held, and the handoff to it"
-line "two EVALSHA of nothing, the library's keys and arguments" $b/empty.lua $b/empty.lua "$lw" "$lr" -check=false
-line "the library (lock_acquire queues | lock_release hands over)" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$lw" "$lr" -handoff
+line "two EVALSHA of nothing, v4's keys and arguments" $b/empty.lua $b/empty.lua "$lw" "$lr" -check=false
+line "two EVALSHA of nothing, the library's keys and arguments" $b/empty.lua $b/empty.lua "$l5w" "$l5r" -check=false
+line "the library (lock_acquire queues | lock_release hands over)" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$l5w" "$l5r" -handoff
 line "the floor: GET, HSET, ZADD | GET, ZRANGE, HGET, ZREM, HDEL, SET PX" $b/hot_join.lua $b/hot_handoff.lua "$lw" "$lr" -handoff
 line "design h: HMGET, TIME, HSET | HMGET, TIME, HGET, HDEL, HSET, PUBLISH" $b/h_join.lua $b/h_handoff.lua '1 %k %t 10000 86400000 3408f1ee-81fa' '1 %k %t budget:wake:' -handoff

@@ -845,10 +845,10 @@ func TestWake_ArrivalNumbersOutliveTheirQueue(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {
 		needsOneAddress(t, s)
 		ctx, e := ctxT(t), engine(s)
-		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: time.Minute}); err != nil {
+		const lease, entry = 300 * time.Millisecond, 100 * time.Millisecond
+		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: lease}); err != nil {
 			t.Fatal(err)
 		}
-		const entry = 100 * time.Millisecond
 		// The queue lives in the lock's hash (scripts/lib/lock.lua): its
 		// entries go with the hash, which a lapsed lease takes.
 		arrival := func(token string) int64 {
@@ -857,11 +857,11 @@ func TestWake_ArrivalNumbersOutliveTheirQueue(t *testing.T) {
 			return lockArrival(s, t, "gen", token)
 		}
 		old := arrival("old")
-		s.Advance(time.Minute + 3*entry) // past the lease and the entry
+		s.Advance(lease + 3*entry) // past the lease and the entry
 		if n, _ := redis.Int(s.Do("EXISTS", s.NS+"lock:{gen}")); n != 0 {
 			t.Fatalf("the lock's hash still there past its lease and its only entry")
 		}
-		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: time.Minute}); err != nil {
+		if _, err := e.TryLock(ctx, "gen", LockOptions{TTL: lease}); err != nil {
 			t.Fatal(err)
 		}
 		if next := arrival("new"); next <= old {

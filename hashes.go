@@ -5,16 +5,16 @@ package atomicredis
 // scriptHashes is every embedded script's SHA-1 by name, with the CRC-32
 // of the text it was computed from.
 var scriptHashes = map[string]tableHash{
-	"lock_acquire":                     {0x53236774, "2ebfc2ea704f3917815e271da00594bc112e43f3"},
-	"lock_abandon":                     {0x86a51a8b, "de495fddf865b8dc1f6f1923730bdc628af83fc4"},
-	"lock_release":                     {0x6bc5b20b, "f76476932fef04d73c2e343c8770ea7b3a4ee4f8"},
+	"lock_acquire":                     {0x82865c79, "b079ecf5659a037c97b1d72452405ee11b2acd0d"},
+	"lock_abandon":                     {0x0867a6fd, "e81e2b0c547e9c6cf3a7f0209976e5f8b07870f8"},
+	"lock_release":                     {0x0a6c692e, "cdf567af18a841c5e36e6893d16c0c1f89e76e40"},
 	"lock_extend":                      {0x6df91e5a, "a2e0510d488a47120f75ea2bc81bcd0ab3228675"},
 	"lock_extend_many":                 {0x179d4e10, "39826a1cd1e4cc319deed761535807a15d8fdf84"},
 	"lock_pttl":                        {0x09a4e0f4, "1f68c9ad1b62769d785c886cfd38453c2fb7476f"},
 	"lock_locked":                      {0x6a9ae509, "5dfe99e7abaffd69e7c19bdf125573921f38c0e6"},
-	"lock_info":                        {0xc5158ab2, "3d5b4abf9112c3500449f7730d45235066a8c646"},
-	"lock_force":                       {0x7a066992, "e4bcb3e60360879eade8114a6b17aef3f1e4648a"},
-	"lock_owner":                       {0x6fbd3814, "f9ddc15985b2e3431561bf4ab7bf89ac8e7b9dcd"},
+	"lock_info":                        {0x4b4f8cfb, "2b87d827040bbb0a70f5f1edf1914a4d9797a650"},
+	"lock_force":                       {0xf98e4c77, "bcec2b468afb2de6a0275a7e68911182901f8a0b"},
+	"lock_owner":                       {0x532048d2, "1a4b26cacf665e8d3a6448cfe2e530eb500bb77d"},
 	"lock_acquire_all":                 {0x63e15ff4, "177e6e4a652ce8d73bc7b6ac2fff65e746aae621"},
 	"election_lock_acquire (election)": {0xba53e3aa, "2e5c219250457a674834d52c11d9a8afa47e7e5b"},
 	"election_lock_abandon (election)": {0xcac14ad5, "805928271a5e19d3f1d3b0fde34dfcde2420ea90"},

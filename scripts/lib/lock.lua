@@ -132,7 +132,7 @@ end
 local function lk_load(key, token)
   local s = redis.call('HMGET', key, 'v', 'd', 'h', 't', 'n', 'a', 'xd', 'k:' .. token, 'x:' .. token)
   local now, now_us = now_ms()
-  local st = {key = key, now = now, now_us = now_us, flagged = false, keep = 0,
+  local st = {key = key, now = now, now_us = now_us, flagged = false, keep = 0, put = {},
     h = tonumber(s[3]) or 1, t = tonumber(s[4]) or 0, n = tonumber(s[5]) or 0,
     a = tonumber(s[6]) or 0, xd = tonumber(s[7]) or 0, mine = tonumber(s[8]), mark = tonumber(s[9])}
   local v = s[1]
@@ -156,6 +156,7 @@ local function lk_load(key, token)
     st.fence = last and tonumber(last)
     if st.flagged then st.d = 0 else st.d = now + redis.call('PTTL', key) end
   end
+  st.floor = st.d or 0 -- the hash's PX runs at least this far (server ms)
   return st
 end
 
@@ -201,9 +202,12 @@ end
 
 -- lk_save writes the holding value (in this file's format, unflagged;
 -- nil: the one read) whose lease ends at d (server ms; a free value's:
--- how long it is kept), flagged while an entry or a mark stands, and the
--- queue's numbers; or, with neither, the hash of 'v' alone, its PX the
--- rest of the lease (none left: no key).
+-- how long it is kept), flagged while an entry or a mark stands, with the
+-- queue's numbers and the fields the call added (st.put), in one HSET; or,
+-- with neither, the holding unflagged, the hash's PX the rest of the lease
+-- (none left: no key). The queue's numbers stay behind, unread while
+-- unflagged; a mark's field does not: a hash that had marks is written
+-- anew.
 local function lk_save(st, value, d)
   if not value then
     value, d = st.value, st.d
@@ -214,26 +218,30 @@ local function lk_save(st, value, d)
   d = d or 0
   if st.n > 0 or st.xd > st.now then
     redis.call('HSET', st.key, 'v', '+' .. value, 'd', fmt(d), 'h', fmt(st.h), 't', fmt(st.t), 'n', fmt(st.n),
-      'a', fmt(st.a), 'xd', fmt(st.xd))
-    local keep = math.max(d, st.xd, st.keep) - st.now
-    if keep > 0 and redis.call('PTTL', st.key) < keep then
-      redis.call('PEXPIRE', st.key, keep)
+      'a', fmt(st.a), 'xd', fmt(st.xd), unpack(st.put))
+    local keep = math.max(d, st.xd, st.keep)
+    if keep > st.floor and redis.call('PTTL', st.key) < keep - st.now then
+      redis.call('PEXPIRE', st.key, keep - st.now)
     end
     return
   end
-  if st.flagged then
-    redis.call('DEL', st.key)
-  end
   if d > st.now then
-    redis.call('HSET', st.key, 'v', value)
+    if st.xd > 0 then
+      redis.call('DEL', st.key)
+      redis.call('HSET', st.key, 'v', value)
+    elseif st.flagged then -- the queue emptied: its count says so
+      redis.call('HSET', st.key, 'v', value, 'n', '0')
+    else
+      redis.call('HSET', st.key, 'v', value)
+    end
     redis.call('PEXPIRE', st.key, d - st.now)
-  elseif st.exists and not st.flagged then
+  elseif st.exists then
     redis.call('DEL', st.key)
   end
 end
 
 -- lk_join queues token at the tail, or extends its entry to entry_ms from
--- now if it is queued: as lib/queue.lua's q_join (rank: entries ahead,
+-- now if it is queued (written by the lk_save after it): as lib/queue.lua's q_join (rank: entries ahead,
 -- lapsed ones included; arrival 0 for an extension, else the last plus
 -- one, at least the clock in microseconds). engine and owner (nil: none)
 -- go with a new entry.
@@ -243,7 +251,8 @@ local function lk_join(st, token, entry_ms, engine, owner)
   local e = st.mine and st.mine >= st.h and lk_entry(st, st.mine)
   if e and e.token == token then
     local rest = string.match(e.raw, '^%S+ %d+ (.*)$')
-    redis.call('HSET', st.key, 'e:' .. e.i, token .. ' ' .. fmt(deadline) .. ' ' .. rest)
+    local put = st.put
+    put[#put + 1], put[#put + 2] = 'e:' .. e.i, token .. ' ' .. fmt(deadline) .. ' ' .. rest
     return e.i - st.h, 0
   end
   local i = st.t + 1
@@ -251,7 +260,8 @@ local function lk_join(st, token, entry_ms, engine, owner)
   local entry = token .. ' ' .. fmt(deadline) .. ' ' .. fmt(arrival) .. ' ' .. engine
   if owner then entry = entry .. ' ' .. owner end
   if st.n == 0 then st.h = i end
-  redis.call('HSET', st.key, 'e:' .. i, entry, 'k:' .. token, fmt(i))
+  local put = st.put
+  put[#put + 1], put[#put + 2], put[#put + 3], put[#put + 4] = 'e:' .. i, entry, 'k:' .. token, fmt(i)
   st.t, st.a, st.n = i, arrival, st.n + 1
   return i - st.h, arrival
 end

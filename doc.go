@@ -32,10 +32,11 @@
 // # Fences
 //
 // A fence is the last fence of its name plus one while the name's counter
-// lives (WithFenceRetention after its last grant, 24h by default), and the
-// server's clock in microseconds when the counter is gone (after the
-// retention, or a restart without persistence), so fences are numbers of
-// 16 digits. A read-write lock's holds share one counter across readers
+// lives (a lock's: its one key, while held, queued for, or for the rest
+// of its last lease; a read-write lock's or a semaphore's:
+// WithFenceRetention after its last grant, 24h by default), and the
+// server's clock in microseconds when the counter is gone (after that, or
+// a restart without persistence), so fences are numbers of 16 digits. A read-write lock's holds share one counter across readers
 // and writers; several readers' fences are valid at once. A resource
 // guarded by a read-write lock admits a reader whose fence is above the
 // last writer's it has seen, and a writer by the (fence, token) rule.

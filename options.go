@@ -93,8 +93,9 @@ func WithCallTimeout(d time.Duration) Option {
 	}
 }
 
-// WithFenceRetention sets how long a lock's, read-write lock's or
-// semaphore's fence counter outlives its name's last grant (default 24h).
+// WithFenceRetention sets how long a read-write lock's, semaphore's or
+// election's fence counter outlives its name's last grant (default 24h); a
+// lock keeps its last fence in its one key, for the rest of its last lease.
 // While the counter lives, every fence is the last one plus one; once it
 // is gone, or lost in a restart without persistence, fences start again
 // from the server's clock in microseconds, above every fence handed out

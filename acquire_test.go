@@ -341,7 +341,7 @@ func lockOutlivesItsQueue(s *testserver.Server, t *testing.T, name string) {
 	t.Helper()
 	v, err := redis.Int64s(s.Do("EVAL", `
 local t = redis.call('TIME')
-local s = redis.call('HMGET', KEYS[1], 'h', 't')
+local s = {string.match(redis.call('HGET', KEYS[1], 'q') or '', '^(%d+) (%d+)')}
 local last = 0
 for i = tonumber(s[1]) or 1, tonumber(s[2]) or 0 do
   local e = redis.call('HGET', KEYS[1], 'e:' .. i)

@@ -931,7 +931,8 @@ func lockQueue(s *testserver.Server, t testing.TB, name string) []lockEntry {
 // lockQueueScript replies token, deadline, arrival and live (1 or 0) of
 // each entry of a plain lock's hash (KEYS[1]), in queue order.
 var lockQueueScript = redis.NewScript(1, `
-local s = redis.call('HMGET', KEYS[1], 'h', 't')
+local h, tail = string.match(redis.call('HGET', KEYS[1], 'q') or '', '^(%d+) (%d+)')
+local s = {h, tail}
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {}

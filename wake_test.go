@@ -1027,7 +1027,8 @@ var freeWithWaiters = redis.NewScript(1, `
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local free = 0
-local s = redis.call('HMGET', KEYS[1], 'v', 'd', 'h', 't')
+local s = redis.call('HMGET', KEYS[1], 'v', 'd', 'q')
+s[3], s[4] = string.match(s[3] or '', '^(%d+) (%d+)')
 local v = s[1]
 local held = v and string.sub(v, 1, 2) ~= '- ' and string.sub(v, 1, 3) ~= '+- '
 if held and string.byte(v, 1) == 43 then held = (tonumber(s[2]) or 0) > now end

@@ -40,7 +40,7 @@ if f then -- the common case
 end
 -- (libraries)
 local token = ARGV[1]
-local st = lk_load(KEYS[1], token)
+local st = lk_load(KEYS[1], token, v)
 if st.holder == token then -- handed over while queued: pick it up
   lk_save(st, st.value, st.now + tonumber(ARGV[4]))
   return {1, st.fence}

@@ -35,7 +35,8 @@ for i = 1, n do
     fences[i] = tonumber(string.sub(v, 3)) + 1
   elseif string.byte(v, 1) == 43 then
     time()
-    local s = redis.call('HMGET', KEYS[i], 'n', 'd', 'x:' .. ARGV[3 + i])
+    local s = redis.call('HMGET', KEYS[i], 'q', 'd', 'x:' .. ARGV[3 + i])
+    s[1] = string.match(s[1] or '', '^%d+ %d+ (%d+)') -- the queue's count (lib/lock.lua)
     local last = string.match(v, '^%+%- (%d+)')
     if not last and (tonumber(s[2]) or 0) <= now then -- a lease that ended
       local _, f = lock_parse(string.sub(v, 2))

@@ -109,12 +109,13 @@ end
 --         while held, "- fence" while free (the last fence, kept); with a
 --         "+" in front while the lock is flagged
 --   d     (flagged) the holder's lease's end, server ms
---   h, t  the queue's head and tail entry numbers, n how many entries
---   a     the last arrival number given
+--   q     the queue's numbers, "h t n a xd": its head and tail entry
+--         numbers, how many entries, the last arrival number given, the
+--         latest abandon mark's deadline (one field: a field read costs
+--         a search of the hash)
 --   e:<i> queue entry i: "token deadline arrival engine[ owner]"
 --   k:<token>  the number of the token's entry
---   x:<token>  the token's abandon mark: its deadline, server ms; xd the
---         latest mark's deadline
+--   x:<token>  the token's abandon mark: its deadline, server ms
 -- Unflagged (no entry, no mark standing) the hash holds 'v' alone and the
 -- lease is its PX, so the common path never reads the clock; a free
 -- value is kept for the rest of the lease. Flagged, the hash is kept at
@@ -128,14 +129,18 @@ end
 
 -- lk_load reads the lock's hash (key) for token's call: the holding as
 -- of the server's clock (a flagged lease past its end is free), the
--- queue's numbers, the token's entry number and its mark's deadline.
-local function lk_load(key, token)
-  local s = redis.call('HMGET', key, 'v', 'd', 'h', 't', 'n', 'a', 'xd', 'k:' .. token, 'x:' .. token)
+-- queue's numbers, the token's entry number and its mark's deadline. v is
+-- the holding as the caller read it ('v'; nil: read here).
+local function lk_load(key, token, v)
+  local s = redis.call('HMGET', key, 'd', 'q', 'k:' .. token, 'x:' .. token, v and 'd' or 'v')
+  v = v or s[5]
   local now, now_us = now_ms()
   local st = {key = key, now = now, now_us = now_us, flagged = false, keep = 0, put = {},
-    h = tonumber(s[3]) or 1, t = tonumber(s[4]) or 0, n = tonumber(s[5]) or 0,
-    a = tonumber(s[6]) or 0, xd = tonumber(s[7]) or 0, mine = tonumber(s[8]), mark = tonumber(s[9])}
-  local v = s[1]
+    h = 1, t = 0, n = 0, a = 0, xd = 0, mine = tonumber(s[3]), mark = tonumber(s[4])}
+  if s[2] then
+    local h, t, n, a, xd = string.match(s[2], '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
+    st.h, st.t, st.n, st.a, st.xd = tonumber(h), tonumber(t), tonumber(n), tonumber(a), tonumber(xd)
+  end
   if v and string.byte(v, 1) == 43 then
     st.flagged, v = true, string.sub(v, 2)
   end
@@ -144,7 +149,7 @@ local function lk_load(key, token)
   if holder then
     st.fence = fence
     if st.flagged then
-      st.d = tonumber(s[2]) or 0
+      st.d = tonumber(s[1]) or 0
     else
       st.d = now + redis.call('PTTL', key)
     end
@@ -200,14 +205,19 @@ local function lk_fence(st)
   return st.now_us
 end
 
+-- lk_numbers is the queue's numbers as 'q' holds them.
+local function lk_numbers(st)
+  return string.format('%d %d %d %.0f %.0f', st.h, st.t, st.n, st.a, st.xd)
+end
+
 -- lk_save writes the holding value (in this file's format, unflagged;
 -- nil: the one read) whose lease ends at d (server ms; a free value's:
 -- how long it is kept), flagged while an entry or a mark stands, with the
 -- queue's numbers and the fields the call added (st.put), in one HSET; or,
 -- with neither, the holding unflagged, the hash's PX the rest of the lease
--- (none left: no key). The queue's numbers stay behind, unread while
--- unflagged; a mark's field does not: a hash that had marks is written
--- anew.
+-- (none left: no key). The queue's numbers stay behind (its tail, its
+-- last arrival), unread while unflagged; a mark's field does not: a hash
+-- that had marks is written anew.
 local function lk_save(st, value, d)
   if not value then
     value, d = st.value, st.d
@@ -217,8 +227,7 @@ local function lk_save(st, value, d)
   end
   d = d or 0
   if st.n > 0 or st.xd > st.now then
-    redis.call('HSET', st.key, 'v', '+' .. value, 'd', fmt(d), 'h', fmt(st.h), 't', fmt(st.t), 'n', fmt(st.n),
-      'a', fmt(st.a), 'xd', fmt(st.xd), unpack(st.put))
+    redis.call('HSET', st.key, 'v', '+' .. value, 'd', fmt(d), 'q', lk_numbers(st), unpack(st.put))
     local keep = math.max(d, st.xd, st.keep)
     if keep > st.floor and redis.call('PTTL', st.key) < keep - st.now then
       redis.call('PEXPIRE', st.key, keep - st.now)
@@ -230,7 +239,7 @@ local function lk_save(st, value, d)
       redis.call('DEL', st.key)
       redis.call('HSET', st.key, 'v', value)
     elseif st.flagged then -- the queue emptied: its count says so
-      redis.call('HSET', st.key, 'v', value, 'n', '0')
+      redis.call('HSET', st.key, 'v', value, 'q', lk_numbers(st))
     else
       redis.call('HSET', st.key, 'v', value)
     end

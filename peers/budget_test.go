@@ -13,15 +13,18 @@ package peers
 // which return before their shared Lua):
 //
 //	empty   two EVALSHA of nothing, no keys, no arguments
-//	args    two EVALSHA of nothing, with lock_acquire's 5 keys and 7
+//	args    two EVALSHA of nothing, with v4's lock_acquire's 5 keys and 7
 //	        arguments and lock_release's 4 and 4
 //	reads   and their reads: GET, EXISTS | GET, ZCARD
 //	lease   and the lease: SET PX | DEL
-//	fence   and the counter's INCR
-//	ours    and the counter's PEXPIRE: lock_acquire | lock_release
+//	fence   and the counter's INCR (v4's lock_acquire | lock_release
+//	        added its PEXPIRE)
+//	ours    the library's (v5, design hp: the lock's one key, a hash):
+//	        HGET, HSET, PEXPIRE | HGET, HSET
 //
-// and designs, measured beside them: ours-lean-release, lock_release
-// without the queue's ZCARD (a waiter would mark the lock's value);
+// and designs, measured beside them: ours-lean-release, v4's lock_acquire
+// (testdata/v4) and a lock_release without the queue's ZCARD (a waiter
+// would mark the lock's value);
 // onekey, one key a name for the fence, the holder and its lease's
 // deadline by the server's clock (GET, TIME, EXISTS, SET PX | GET, SET
 // KEEPTTL); xd and x1, the fence in the lock's value (GET, SET PX | GET,
@@ -46,10 +49,10 @@ var (
 	rungReadsC = rungC("reads", "testdata/budget/reads_acquire.lua", "testdata/budget/reads_release.lua", true)
 	rungLeaseC = rungC("lease", "testdata/budget/lease_acquire.lua", "testdata/budget/lease_release.lua", true)
 	rungFenceC = rungC("fence", "testdata/budget/fence_acquire.lua", "testdata/budget/lease_release.lua", true)
-	rungOursC  = rungC("ours", "../scripts/lock_acquire.lua", "../scripts/lock_release.lua", true)
+	rungOursC  = rungD("ours", "../scripts/lock_acquire.lua", "../scripts/lock_release.lua", formLib1)
 
 	// Designs measured beside them (not the library's).
-	rungLeanC   = rungC("ours-lean-release", "../scripts/lock_acquire.lua", "testdata/budget/lean_release.lua", true)
+	rungLeanC   = rungC("ours-lean-release", "../testdata/v4/lock_acquire.lua", "testdata/budget/lean_release.lua", true) // v4's layout
 	rungOneKeyC = rungC("onekey", "testdata/budget/onekey_acquire.lua", "testdata/budget/onekey_release.lua", true)
 
 	// The fence in the lock's value ("- fence" when free, kept for the
@@ -65,7 +68,8 @@ type form int
 
 const (
 	formNone form = iota // none
-	formLib              // the library's: lock_acquire's 5 keys and 7 arguments, lock_release's 4 and 4
+	formLib              // v4's: lock_acquire's 5 keys and 7 arguments, lock_release's 4 and 4
+	formLib1             // the library's (v5): the lock's one key, and the same arguments
 	formXD               // the library's keys, its constants packed: 5 keys and 4 arguments | 4 and 3
 	formX1               // the lock's key, the token and the lease | the token and the retention
 )
@@ -78,6 +82,9 @@ func (f form) args(k, tok, ns string) (acq, rel []any) {
 	case formLib:
 		return []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", "1000", ms, ret, "3408f1ee-81fa", ns + "wake:"},
 			[]any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, ret, ns + "wake:", "3408f1ee-81fa"}
+	case formLib1:
+		return []any{1, k, tok, "0", "1000", ms, ret, "3408f1ee-81fa", ns + "wake:"},
+			[]any{1, k, tok, ret, ns + "wake:", "3408f1ee-81fa"}
 	case formXD:
 		return []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", ms, "1000:86400000:3408f1ee-81fa:" + ns + "wake:"},
 			[]any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, ret, ns + "wake:3408f1ee-81fa"}

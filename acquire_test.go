@@ -685,6 +685,50 @@ func TestAcquire_AbandonedWaitsLeaveNoLongKeys(t *testing.T) {
 	})
 }
 
+// Abandon marks that lapsed do not pile up on a name that stays flagged
+// (waiters queued all along): the next flagged write deletes their fields.
+func TestAcquire_LapsedMarksCleared(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		if _, err := engine(s).TryLock(ctx, "pile", LockOptions{TTL: time.Hour}); err != nil {
+			t.Fatal(err)
+		}
+		key := s.NS + "lock:{pile}"
+		rawWaiter(s, t, "pile", "w1", "x", time.Hour)
+		marks := func() (marks, entries int) {
+			t.Helper()
+			fields, err := redis.Strings(s.Do("HKEYS", key))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range fields {
+				switch {
+				case strings.HasPrefix(f, "x:"):
+					marks++
+				case strings.HasPrefix(f, "e:"):
+					entries++
+				}
+			}
+			return marks, entries
+		}
+		c := s.Pool.Get()
+		defer c.Close()
+		for _, token := range []string{"gone1", "gone2"} {
+			if _, err := scriptLockAbandon.Do(c, key, token, 100, time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if m, _ := marks(); m != 2 {
+			t.Fatalf("%d abandon marks, want 2", m)
+		}
+		s.Advance(300 * time.Millisecond)
+		rawWaiter(s, t, "pile", "w2", "x", time.Hour)
+		if m, e := marks(); m != 0 || e != 2 {
+			t.Errorf("after a join past the marks' deadline: %d marks, %d entries; want 0 and 2", m, e)
+		}
+	})
+}
+
 // A wait that ended leaves its token's mark for the call timeout: a late
 // acquire of that token, still on its way when the abandon landed, takes
 // nothing though the lock is free by then (here one sent by hand half a

@@ -19,7 +19,7 @@ if st.mine then
   if e and e.token == ARGV[1] then lk_leave(st, e) end
 end
 local mark = st.now + tonumber(ARGV[2])
-st.put[1], st.put[2] = 'x:' .. ARGV[1], fmt(mark) -- written by lk_save
+st.put = {'x:' .. ARGV[1], fmt(mark)} -- written by lk_save
 st.xd = math.max(st.xd, mark)
 if held then
   lk_free(st, ARGV[4])

@@ -40,6 +40,21 @@ if f then -- the common case
 end
 -- (libraries)
 local token = ARGV[1]
+if string.byte(v, 1) ~= 43 then -- unflagged and held: its lease is the hash's PX
+  local sp = string.find(v, ' ', 1, true)
+  local mine = sp and string.sub(v, 1, sp - 1) == token
+  if mine or (sp and ARGV[2] == '0') then
+    local sp2 = string.find(v, ' ', sp + 1, true)
+    f = sp2 and tonumber(string.sub(v, sp + 1, sp2 - 1)) -- nil: no lock's value (lk_load: free)
+    if f and mine then -- handed over while queued: pick it up
+      redis.call('PEXPIRE', KEYS[1], ARGV[4])
+      return {1, f}
+    end
+    if f then
+      return {0, redis.call('PTTL', KEYS[1]), 0, 0}
+    end
+  end
+end
 local st = lk_load(KEYS[1], token, v)
 if st.holder == token then -- handed over while queued: pick it up
   lk_save(st, st.value, st.now + tonumber(ARGV[4]))

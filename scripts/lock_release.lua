@@ -32,7 +32,7 @@ if string.byte(v, 1) ~= 43 then -- unflagged, another's or free
   return 0
 end
 -- (libraries)
-local st = lk_load(KEYS[1], t, v)
+local st = lk_load(KEYS[1], nil, v)
 if st.holder ~= t then
   return 0
 end

@@ -121,62 +121,95 @@ end
 -- value is kept for the rest of the lease. Flagged, the hash is kept at
 -- least to the latest of the lease's end, every entry's deadline and
 -- every mark's, and the clock decides the lease ('d'). When the last
--- entry and mark go, the hash is written again with 'v' alone, its PX
--- the holder's remaining lease. An absent hash's next fence is the
+-- entry and mark go, the hash is written again with 'v' alone ('d' and
+-- 'q' deleted, and every lapsed mark), its PX the holder's remaining
+-- lease; lapsed marks are deleted too by a flagged write past their
+-- latest deadline ('q''s xd). The next queue's arrival numbers start
+-- again from the clock in microseconds, as when the hash expires. The
+-- slow path reads the holding with string.find, not a pattern, and each
+-- field once (a pattern or a number formatted costs a script thousands
+-- of the server's instructions: docs/handoff.md). An absent hash's next fence is the
 -- server's clock in microseconds, above every fence before (as a fence
 -- counter's after a restart, lib/queue.lua): a v4 counter is never
 -- above it either.
 
--- lk_load reads the lock's hash (key) for token's call: the holding as
--- of the server's clock (a flagged lease past its end is free), the
--- queue's numbers, the token's entry number and its mark's deadline. v is
--- the holding as the caller read it ('v'; nil: read here).
+-- lk_load reads the lock's hash (key) for a call of token's (nil: a
+-- release's, which needs neither the token's entry nor its mark): the
+-- holding as of the server's clock (a flagged lease past its end is
+-- free), the queue's numbers, the token's entry number and its mark's
+-- deadline. v is the holding as the caller read it ('v'; nil: read here).
+-- Unflagged, the hash holds 'v' alone: nothing more is read but its PX.
 local function lk_load(key, token, v)
-  local s = redis.call('HMGET', key, 'd', 'q', 'k:' .. token, 'x:' .. token, v and 'd' or 'v')
-  v = v or s[5]
-  local now, now_us = now_ms()
-  local st = {key = key, now = now, now_us = now_us, flagged = false, keep = 0, put = {},
-    h = 1, t = 0, n = 0, a = 0, xd = 0, mine = tonumber(s[3]), mark = tonumber(s[4])}
-  if s[2] then
-    local h, t, n, a, xd = string.match(s[2], '^(%d+) (%d+) (%d+) (%d+) (%d+)$')
-    st.h, st.t, st.n, st.a, st.xd = tonumber(h), tonumber(t), tonumber(n), tonumber(a), tonumber(xd)
+  local c = redis.call('TIME')
+  local now_us = tonumber(c[1]) * 1000000 + tonumber(c[2])
+  -- every field in the constructor: one allocation, no rehash as it fills
+  local st = {key = key, now = math.floor(now_us / 1000), now_us = now_us, flagged = false,
+    exists = false, d = 0, floor = 0, fence = false, holder = false, value = false,
+    mine = false, mark = false, h = 1, t = 0, n = 0, a = 0, as = '0', xd = 0, keep = 0, put = false, del = false}
+  local s
+  if not v then
+    s = redis.call('HMGET', key, 'v', 'd', 'q', 'k:' .. token, 'x:' .. token)
+    v = s[1]
+  elseif string.byte(v, 1) == 43 then
+    if token then
+      s = redis.call('HMGET', key, 'v', 'd', 'q', 'k:' .. token, 'x:' .. token)
+    else -- a release's
+      s = redis.call('HMGET', key, 'v', 'd', 'q')
+    end
   end
-  if v and string.byte(v, 1) == 43 then
+  if not v then return st end
+  st.exists = true
+  if string.byte(v, 1) == 43 then
     st.flagged, v = true, string.sub(v, 2)
-  end
-  st.exists = v ~= nil
-  local holder, fence, _, owner = lock_parse(v)
-  if holder then
-    st.fence = fence
-    if st.flagged then
-      st.d = tonumber(s[1]) or 0
-    else
-      st.d = now + redis.call('PTTL', key)
+    st.d = tonumber(s[2]) or 0
+    if s[4] then st.mine = tonumber(s[4]) end
+    if s[5] then st.mark = tonumber(s[5]) end
+    local q = s[3]
+    if q then -- "h t n a xd", read without a pattern
+      local p1 = string.find(q, ' ', 1, true)
+      local p2 = string.find(q, ' ', p1 + 1, true)
+      local p3 = string.find(q, ' ', p2 + 1, true)
+      local p4 = string.find(q, ' ', p3 + 1, true)
+      st.h, st.t, st.n = tonumber(string.sub(q, 1, p1 - 1)), tonumber(string.sub(q, p1 + 1, p2 - 1)), tonumber(string.sub(q, p2 + 1, p3 - 1))
+      st.a, st.as = tonumber(string.sub(q, p3 + 1, p4 - 1)), string.sub(q, p3 + 1, p4 - 1)
+      if string.byte(q, p4 + 1) ~= 48 then st.xd = tonumber(string.sub(q, p4 + 1)) end -- '0': none
     end
-    if st.d > now then
-      st.holder, st.value, st.owner = holder, v, owner
-    end
-  elseif v then
-    local last = string.match(v, '^%- (%d+)')
-    st.fence = last and tonumber(last)
-    if st.flagged then st.d = 0 else st.d = now + redis.call('PTTL', key) end
+  else
+    st.d = st.now + redis.call('PTTL', key)
   end
-  st.floor = st.d or 0 -- the hash's PX runs at least this far (server ms)
+  st.floor = st.d -- the hash's PX runs at least this far (server ms)
+  -- the holding "token fence seq[ owner]" (free: "- fence"), read
+  -- without a pattern
+  local sp = string.find(v, ' ', 1, true)
+  if not sp then return st end -- no lock's value: free
+  local sp2 = string.find(v, ' ', sp + 1, true)
+  st.fence = tonumber(string.sub(v, sp + 1, sp2 and sp2 - 1 or -1))
+  if sp2 and st.fence and st.d > st.now then
+    st.holder, st.value = string.sub(v, 1, sp - 1), v
+  end
   return st
 end
 
--- lk_entry returns entry i of the lock's hash as a table (nil if gone).
+-- lk_entry returns entry i of the lock's hash, "token deadline arrival
+-- engine[ owner]", as a table: its number, token, deadline, the text and
+-- where its deadline ends (nil if gone).
 local function lk_entry(st, i)
-  local e = redis.call('HGET', st.key, 'e:' .. i)
-  if not e then return nil end
-  local token, deadline, arrival, engine, owner = string.match(e, '^(%S+) (%d+) (%d+) (%S+) ?(.*)$')
-  if owner == '' then owner = nil end
-  return {i = i, token = token, deadline = tonumber(deadline), arrival = tonumber(arrival), engine = engine, owner = owner, raw = e}
+  local raw = redis.call('HGET', st.key, 'e:' .. i)
+  if not raw then return nil end
+  local a = string.find(raw, ' ', 1, true)
+  local b = string.find(raw, ' ', a + 1, true)
+  return {i = i, token = string.sub(raw, 1, a - 1), deadline = tonumber(string.sub(raw, a + 1, b - 1)), raw = raw, at = b}
 end
 
--- lk_leave takes entry e out of the queue.
+-- lk_leave takes entry e out of the queue (its fields deleted by the
+-- lk_save after it).
 local function lk_leave(st, e)
-  redis.call('HDEL', st.key, 'e:' .. e.i, 'k:' .. e.token)
+  local del = st.del
+  if del then
+    del[#del + 1], del[#del + 2] = 'e:' .. e.i, 'k:' .. e.token
+  else
+    st.del = {'e:' .. e.i, 'k:' .. e.token}
+  end
   st.n = st.n - 1
 end
 
@@ -205,19 +238,26 @@ local function lk_fence(st)
   return st.now_us
 end
 
--- lk_numbers is the queue's numbers as 'q' holds them.
-local function lk_numbers(st)
-  return string.format('%d %d %d %.0f %.0f', st.h, st.t, st.n, st.a, st.xd)
+-- lk_unmark adds to st.del the fields of the hash's abandon marks, all
+-- lapsed (their latest deadline, st.xd, passed): a name that stays
+-- flagged does not keep them.
+local function lk_unmark(st)
+  local fields = redis.call('HKEYS', st.key)
+  local del = st.del or {}
+  st.del = del
+  for _, f in ipairs(fields) do
+    if string.sub(f, 1, 2) == 'x:' then del[#del + 1] = f end
+  end
+  st.xd = 0
 end
 
 -- lk_save writes the holding value (in this file's format, unflagged;
 -- nil: the one read) whose lease ends at d (server ms; a free value's:
 -- how long it is kept), flagged while an entry or a mark stands, with the
--- queue's numbers and the fields the call added (st.put), in one HSET; or,
--- with neither, the holding unflagged, the hash's PX the rest of the lease
--- (none left: no key). The queue's numbers stay behind (its tail, its
--- last arrival), unread while unflagged; a mark's field does not: a hash
--- that had marks is written anew.
+-- queue's numbers and the fields the call added (st.put), in one HSET,
+-- after one HDEL of the fields the call took out (st.del); or, with
+-- neither, the holding unflagged, 'v' alone, the hash's PX the rest of
+-- the lease (none left: no key).
 local function lk_save(st, value, d)
   if not value then
     value, d = st.value, st.d
@@ -226,26 +266,34 @@ local function lk_save(st, value, d)
     end
   end
   d = d or 0
-  if st.n > 0 or st.xd > st.now then
-    redis.call('HSET', st.key, 'v', '+' .. value, 'd', fmt(d), 'q', lk_numbers(st), unpack(st.put))
-    local keep = math.max(d, st.xd, st.keep)
-    if keep > st.floor and redis.call('PTTL', st.key) < keep - st.now then
-      redis.call('PEXPIRE', st.key, keep - st.now)
+  local key, now = st.key, st.now
+  if st.n > 0 or st.xd > now then
+    if st.xd > 0 and st.xd <= now then lk_unmark(st) end
+    if st.del then redis.call('HDEL', key, unpack(st.del)) end
+    local q = string.format('%d %d %d ', st.h, st.t, st.n) .. st.as .. (st.xd > 0 and ' ' .. fmt(st.xd) or ' 0')
+    if st.put then
+      redis.call('HSET', key, 'v', '+' .. value, 'd', fmt(d), 'q', q, unpack(st.put))
+    else
+      redis.call('HSET', key, 'v', '+' .. value, 'd', fmt(d), 'q', q)
+    end
+    local keep = d
+    if st.xd > keep then keep = st.xd end
+    if st.keep > keep then keep = st.keep end
+    if keep > st.floor and (not st.flagged or redis.call('PTTL', key) < keep - now) then
+      redis.call('PEXPIRE', key, keep - now)
     end
     return
   end
-  if d > st.now then
-    if st.xd > 0 then
-      redis.call('DEL', st.key)
-      redis.call('HSET', st.key, 'v', value)
-    elseif st.flagged then -- the queue emptied: its count says so
-      redis.call('HSET', st.key, 'v', value, 'q', lk_numbers(st))
-    else
-      redis.call('HSET', st.key, 'v', value)
+  if d > now then
+    if st.xd > 0 then -- lapsed marks: the hash written anew
+      redis.call('DEL', key)
+    elseif st.flagged then
+      redis.call('HDEL', key, 'd', 'q', unpack(st.del or {}))
     end
-    redis.call('PEXPIRE', st.key, d - st.now)
+    redis.call('HSET', key, 'v', value)
+    redis.call('PEXPIRE', key, d - now)
   elseif st.exists then
-    redis.call('DEL', st.key)
+    redis.call('DEL', key)
   end
 end
 
@@ -256,36 +304,40 @@ end
 -- go with a new entry.
 local function lk_join(st, token, entry_ms, engine, owner)
   local deadline = st.now + entry_ms
-  st.keep = math.max(st.keep, deadline)
+  if deadline > st.keep then st.keep = deadline end
   local e = st.mine and st.mine >= st.h and lk_entry(st, st.mine)
+  local put = st.put or {}
+  st.put = put
   if e and e.token == token then
-    local rest = string.match(e.raw, '^%S+ %d+ (.*)$')
-    local put = st.put
-    put[#put + 1], put[#put + 2] = 'e:' .. e.i, token .. ' ' .. fmt(deadline) .. ' ' .. rest
+    put[#put + 1], put[#put + 2] = 'e:' .. e.i, token .. ' ' .. fmt(deadline) .. string.sub(e.raw, e.at)
     return e.i - st.h, 0
   end
   local i = st.t + 1
-  local arrival = math.max(st.a + 1, st.now_us)
-  local entry = token .. ' ' .. fmt(deadline) .. ' ' .. fmt(arrival) .. ' ' .. engine
+  local arrival = st.now_us
+  if arrival <= st.a then arrival = st.a + 1 end
+  local as, is = fmt(arrival), string.format('%d', i)
+  local entry = token .. ' ' .. fmt(deadline) .. ' ' .. as .. ' ' .. engine
   if owner then entry = entry .. ' ' .. owner end
   if st.n == 0 then st.h = i end
-  local put = st.put
-  put[#put + 1], put[#put + 2], put[#put + 3], put[#put + 4] = 'e:' .. i, entry, 'k:' .. token, fmt(i)
-  st.t, st.a, st.n = i, arrival, st.n + 1
+  put[#put + 1], put[#put + 2], put[#put + 3], put[#put + 4] = 'e:' .. is, entry, 'k:' .. token, is
+  st.t, st.a, st.as, st.n = i, arrival, as, st.n + 1
   return i - st.h, arrival
 end
 
 -- lk_free frees the lock whose holder the caller has checked (or which a
 -- force frees): it goes to the first live waiter, whose lease runs to its
--- entry's deadline and whom wake wakes (lib/queue.lua's q_wake); if none,
+-- entry's deadline and whom wake wakes (lib/queue.lua's q_send); if none,
 -- the last fence is kept for the rest of the lease.
 local function lk_free(st, wake)
   local head = st.n > 0 and lk_head(st)
   if head then
     lk_leave(st, head)
-    local f = lk_fence(st)
-    lk_save(st, lock_value(head.token, f, '0', head.owner), head.deadline)
-    q_wake(wake, head.engine, head.token, f, head.arrival)
+    local f = fmt(lk_fence(st))
+    local raw, at = head.raw, head.at
+    local a = string.find(raw, ' ', at + 1, true) -- the arrival's end
+    local o = string.find(raw, ' ', a + 1, true) -- the engine's
+    lk_save(st, head.token .. ' ' .. f .. ' 0' .. (o and string.sub(raw, o) or ''), head.deadline)
+    q_send(wake, string.sub(raw, a + 1, o and o - 1 or -1), head.token .. ' ' .. f .. ' ' .. string.sub(raw, at + 1, a - 1))
     return
   end
   lk_save(st, '- ' .. fmt(st.fence or st.now_us), st.d)

@@ -173,16 +173,15 @@ local function q_join(q, w, token, now, now_micros, entry_ms, engine, queued, ex
   return rank, arrival
 end
 
--- q_wake tells a waiter, through its engine's wake channel, that its
--- entry of arrival number arrival was handed fence: "token fence arrival".
+-- q_send tells a waiter, through its engine's wake channel, that its
+-- entry was handed a fence: msg, "token fence arrival".
 -- A refused publish (say, an ACL user without channel rights) must not
 -- abort a script after its writes, so it is a pcall: the waiter then finds
 -- what it was handed when it extends its entry. wake is the channels'
 -- prefix, or a release script's q_waker: then a wake-up of a waiter of
 -- the caller's own engine is not published but kept for the reply
 -- (q_reply), and that engine wakes its waiter itself.
-local function q_wake(wake, engine, token, fence, arrival)
-  local msg = token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival)
+local function q_send(wake, engine, msg)
   if type(wake) == 'table' then
     if engine == wake.self then
       wake.mine[#wake.mine + 1] = msg
@@ -191,6 +190,11 @@ local function q_wake(wake, engine, token, fence, arrival)
     wake = wake.prefix
   end
   redis.pcall('PUBLISH', wake .. engine, msg)
+end
+
+-- q_wake is q_send of the wake-up "token fence arrival" (numbers).
+local function q_wake(wake, engine, token, fence, arrival)
+  q_send(wake, engine, token .. ' ' .. fmt(fence) .. ' ' .. fmt(arrival))
 end
 
 -- q_waker is q_wake's wake for a release script called by engine self

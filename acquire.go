@@ -78,7 +78,7 @@ func (e *Engine) prepare(ctx context.Context, h *holding, name string, r *reques
 	}
 	token = r.prefix + token
 	var all, keys []any
-	if r.ops.marksInside {
+	if r.ops.oneKey {
 		all = r.ops.keys(obj)
 		keys = all[:len(all):len(all)]
 	} else {
@@ -198,6 +198,9 @@ const (
 // decodeAttempt reads an acquire script's reply into an attempt.
 func decodeAttempt(reply any) (a attempt, err error) {
 	var v [6]int64
+	if f, ok := reply.(int64); ok && f > 0 { // a fence alone: granted (lock_acquire's common case)
+		return attempt{granted: true, fence: f}, nil
+	}
 	vs, _ := reply.([]any)
 	n := len(vs)
 	for i, x := range vs {
@@ -300,6 +303,24 @@ func (e *Engine) acquire(ctx context.Context, a *acquisition) (grant, error) {
 	return g, err
 }
 
+// attemptArgs are a's acquire script's keys and arguments in a's own room
+// (no allocation for the common shapes), and the index of the mode among
+// them.
+func (e *Engine) attemptArgs(a *acquisition, mode int) (args []any, modeAt int) {
+	args = append(a.args[:0], a.keys...)
+	modeAt = len(a.keys) + 1
+	if a.ops.oneKey { // scripts/lock_acquire.lua: a one-try's mode and what follows it only if it has an Owner
+		args = append(args, a.tokenArg, msArg(a.lease))
+		if mode != 0 || len(a.extra) > 0 {
+			args = append(args, mode, msArg(e.queueTTL), e.idArg)
+		}
+		modeAt++
+	} else {
+		args = append(args, a.tokenArg, mode, msArg(e.queueTTL), msArg(a.lease), e.retentionArg, e.idArg, e.wakeArg)
+	}
+	return append(args, a.extra...), modeAt
+}
+
 // attempts runs the acquire script until it grants, refuses for good, or
 // the wait ends.
 func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
@@ -314,10 +335,7 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 		wk = e.wake.join(a.token)
 		defer e.wake.leave(a.token)
 	}
-	args := a.args[:0] // a's own room: no allocation for the common shapes
-	args = append(append(args, a.keys...), a.tokenArg, mode, msArg(e.queueTTL), msArg(a.lease),
-		e.retentionArg, e.idArg, e.wakeArg)
-	args = append(args, a.extra...)
+	args, modeAt := e.attemptArgs(a, mode)
 	var pause time.Duration
 	for {
 		timeout := e.callTimeout
@@ -369,7 +387,7 @@ func (e *Engine) attempts(ctx context.Context, w *waiting) (grant, error) {
 		case mode == 0:
 			return w.g, a.obj.errorf("%s: %w", at.refusal(a.obj, a.weight), ErrNotAcquired)
 		}
-		args[len(a.keys)+1] = 2 // the next call extends the entry
+		args[modeAt] = 2 // the next call extends the entry
 		e.joined(w, at, sent)
 		pause = 0
 		if handed, err := e.await(ctx, w, wk, at.hint); handed || err != nil {
@@ -496,6 +514,9 @@ func (e *Engine) abandonNow(a *acquisition, err error) error {
 // call of the token's, still on its way when the abandon lands, finds the
 // token's mark for a call timeout: it then takes nothing.
 func (e *Engine) abandonArgs(a *acquisition) []any {
+	if a.ops.oneKey {
+		return append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, e.callTimeout.Milliseconds(), e.wakeArg)
+	}
 	return append(a.keys[:len(a.keys):len(a.keys)], a.tokenArg, e.callTimeout.Milliseconds(), e.retentionArg, e.wakeArg)
 }
 

@@ -285,7 +285,7 @@ func TestAcquire_DeadWaiterSkipped(t *testing.T) {
 		dead := "dead-waiter"
 		k := func(suffix string) any { return s.NS + "lock:{dw}" + suffix }
 		if _, err := redis.Int64s(scriptLockAcquire.Do(s.Pool.Get(), k(""),
-			dead, 1, testQueueTTL.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "dead", s.NS+"wake:")); err != nil {
+			dead, time.Minute.Milliseconds(), 1, testQueueTTL.Milliseconds(), "dead")); err != nil {
 			t.Fatal(err)
 		}
 		got := make(chan time.Duration, 1)
@@ -603,7 +603,7 @@ func TestAcquire_WaitersAreToldTheirPlace(t *testing.T) {
 		defer c.Close()
 		for i, token := range []string{"a", "b"} {
 			v, err := redis.Int64s(scriptLockAcquire.Do(c, k(""),
-				token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.NS+"wake:"))
+				token, time.Minute.Milliseconds(), 1, time.Minute.Milliseconds(), "nobody"))
 			if err != nil || len(v) != 4 {
 				t.Fatalf("queueing %s: %v, %v", token, v, err)
 			}
@@ -714,7 +714,7 @@ func TestAcquire_LapsedMarksCleared(t *testing.T) {
 		c := s.Pool.Get()
 		defer c.Close()
 		for _, token := range []string{"gone1", "gone2"} {
-			if _, err := scriptLockAbandon.Do(c, key, token, 100, time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
+			if _, err := scriptLockAbandon.Do(c, key, token, 100, s.NS+"wake:"); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -767,7 +767,7 @@ func TestAcquire_AbandonMarkLastsTheCallTimeout(t *testing.T) {
 		c := s.Pool.Get()
 		defer c.Close()
 		v, err := redis.Int64s(scriptLockAcquire.Do(c, k(""),
-			token, 1, time.Second.Milliseconds(), time.Hour.Milliseconds(), time.Hour.Milliseconds(), "late-engine", s.NS+"wake:"))
+			token, time.Hour.Milliseconds(), 1, time.Second.Milliseconds(), "late-engine"))
 		if err != nil || len(v) != 1 || v[0] != 2 {
 			t.Fatalf("the abandoned token's late acquire, half a call timeout after the abandon: %v, %v; want [2] (abandoned)", v, err)
 		}

@@ -815,7 +815,7 @@ func rawWaiter(s *testserver.Server, t *testing.T, name, token, id string, entry
 	c := s.Pool.Get()
 	defer c.Close()
 	if _, err := redis.Int64s(scriptLockAcquire.Do(c, k(""),
-		token, 1, entry.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), id, s.NS+"wake:")); err != nil {
+		token, time.Minute.Milliseconds(), 1, entry.Milliseconds(), id)); err != nil {
 		t.Fatal(err)
 	}
 }

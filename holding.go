@@ -24,7 +24,7 @@ type holdOps struct {
 	owner                                   *script // SetOwner's (its keys: the extend script's; an election's, see observed)
 	observed                                bool    // an election's: the scripts above but extend and pttl take the observers key last
 	wakesOwn                                bool    // the release script takes the engine's id and returns its own waiters' wake-ups (Engine.wakeOwn)
-	marksInside                             bool    // the abandon marks live in the object's keys: the acquire and abandon scripts take no key of the token's
+	oneKey                                  bool    // the lock's one key (scripts/lib/lock.lua): the abandon marks live in it (no key of the token's), and its scripts take no fence retention, nor its acquire the wake prefix
 }
 
 // keys are the object's keys in the scripts' order.

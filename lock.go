@@ -34,7 +34,7 @@ type Lock struct{ holding }
 
 // lockOps: the lock's one key, a hash of its holding (the value built and
 // parsed in scripts/lib/lock.lua), its queue and its abandon marks.
-var lockOps = &holdOps{kind: kindLock, suffixes: []string{""}, marksInside: true,
+var lockOps = &holdOps{kind: kindLock, suffixes: []string{""}, oneKey: true,
 	extendKeys: 1, pttlKeys: 1, acquire: scriptLockAcquire, abandon: scriptLockAbandon,
 	release: scriptLockRelease, extend: scriptLockExtend, pttl: scriptLockPTTL, owner: scriptLockOwner, wakesOwn: true}
 
@@ -333,6 +333,6 @@ func (e *Engine) forceUnlock(ctx context.Context, name string) (bool, error) {
 		return false, err
 	}
 	keys := lockOps.keys(obj)
-	n, err := redis.Int64(e.eval(ctx, obj, scriptLockForce, append(keys, e.retentionArg, e.wakeArg)...))
+	n, err := redis.Int64(e.eval(ctx, obj, scriptLockForce, append(keys, e.wakeArg)...))
 	return n == 1, err
 }

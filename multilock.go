@@ -213,8 +213,8 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 	hs := make([]*Lock, len(group))
 	n := len(group)
 	// The key count, each lock's key, then the arguments: the lease, the
-	// retention, the Owner and the tokens.
-	args := make([]any, 1+n+3+n)
+	// Owner and the tokens.
+	args := make([]any, 1+n+2+n)
 	args[0] = n
 	for j, i := range group {
 		hs[j] = &Lock{}
@@ -223,9 +223,9 @@ func (m *MultiLock) tryGroup(ctx context.Context, names []string, group []int, o
 		}
 		a := &hs[j].acq
 		args[1+j] = a.keys[0]
-		args[1+n+3+j] = a.tokenArg
+		args[1+n+2+j] = a.tokenArg
 	}
-	args[1+n], args[2+n], args[3+n] = msArg(hs[0].acq.lease), e.retentionArg, o.Owner
+	args[1+n], args[2+n] = msArg(hs[0].acq.lease), o.Owner
 	sent := time.Now()
 	out, err := e.call(ctx, scriptLockAll, args, e.replicas > 0, 0)
 	if crossSlotErr(err) {

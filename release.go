@@ -138,6 +138,22 @@ func decodeRelease(reply any) (releaseReply, error) {
 	return releaseReply{released: n != 0, wakeups: wakeups}, nil
 }
 
+// releaseArgs are the release script's keys and arguments, in the
+// acquisition's room (done with): the token, the fence retention (not the
+// lock's one key, which keeps its fence), the wake prefix and, where the
+// script wakes its caller's own waiters, the engine's id.
+func (h *holding) releaseArgs() []any {
+	args := append(append(h.acq.args[:0], h.keys...), h.tokenArg)
+	if !h.ops.oneKey {
+		args = append(args, h.e.retentionArg)
+	}
+	args = append(args, h.e.wakeArg)
+	if h.ops.wakesOwn {
+		args = append(args, h.e.idArg)
+	}
+	return args
+}
+
 // unlock runs the release script until the server answers, making its
 // attempt even when ctx is already done, up to deadline, and retrying a
 // pool that is momentarily exhausted and a connection that broke
@@ -159,11 +175,7 @@ func (h *holding) unlock(ctx context.Context, deadline time.Time) (bool, error) 
 		h.unlocking = false
 		h.mu.Unlock()
 	}()
-	script := h.ops.release
-	args := append(append(h.acq.args[:0], h.keys...), h.tokenArg, h.e.retentionArg, h.e.wakeArg) // the acquisition's room, done with
-	if h.ops.wakesOwn {
-		args = append(args, h.e.idArg)
-	}
+	script, args := h.ops.release, h.releaseArgs()
 	if h.late && h.ops.abandon != nil {
 		// An attempt of its acquisition got no answer and may land yet:
 		// had it been a plain release, the late attempt would queue the

@@ -419,7 +419,7 @@ func TestRelease_VoidsALateAttempt(t *testing.T) {
 		}
 		k := func(suffix string) any { return s.NS + "lock:{late}" + suffix }
 		reply, err := scriptLockAcquire.Do(s.Pool.Get(), k(""),
-			l.token, 1, time.Minute.Milliseconds(), time.Minute.Milliseconds(), time.Hour.Milliseconds(), "nobody", s.NS+"wake:")
+			l.token, time.Minute.Milliseconds(), 1, time.Minute.Milliseconds(), "nobody")
 		if err != nil {
 			t.Fatal(err)
 		}

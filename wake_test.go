@@ -516,7 +516,7 @@ func TestWake_ArrivalNumbersNeverReused(t *testing.T) {
 		}
 		k := func(suffix string) any { return s.NS + "lock:{arr}" + suffix }
 		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""),
-			"b", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
+			"b", time.Minute.Milliseconds(), s.NS+"wake:"); err != nil {
 			t.Fatal(err)
 		}
 		rawWaiter(s, t, "arr", "d", "x", time.Minute)
@@ -559,7 +559,7 @@ func TestWake_AbandonPassesTheLockOn(t *testing.T) {
 		k := func(suffix string) any { return s.NS + "lock:{ab}" + suffix }
 		start := time.Now()
 		if _, err := scriptLockAbandon.Do(s.Pool.Get(), k(""),
-			"walks-away", time.Minute.Milliseconds(), time.Hour.Milliseconds(), s.NS+"wake:"); err != nil {
+			"walks-away", time.Minute.Milliseconds(), s.NS+"wake:"); err != nil {
 			t.Fatal(err)
 		}
 		select {

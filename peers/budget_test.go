@@ -69,7 +69,7 @@ type form int
 const (
 	formNone form = iota // none
 	formLib              // v4's: lock_acquire's 5 keys and 7 arguments, lock_release's 4 and 4
-	formLib1             // the library's (v5): the lock's one key, and the same arguments
+	formLib1             // the library's (v5): the lock's one key, 2 arguments (a one try) | 3
 	formXD               // the library's keys, its constants packed: 5 keys and 4 arguments | 4 and 3
 	formX1               // the lock's key, the token and the lease | the token and the retention
 )
@@ -83,8 +83,8 @@ func (f form) args(k, tok, ns string) (acq, rel []any) {
 		return []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", "1000", ms, ret, "3408f1ee-81fa", ns + "wake:"},
 			[]any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, ret, ns + "wake:", "3408f1ee-81fa"}
 	case formLib1:
-		return []any{1, k, tok, "0", "1000", ms, ret, "3408f1ee-81fa", ns + "wake:"},
-			[]any{1, k, tok, ret, ns + "wake:", "3408f1ee-81fa"}
+		return []any{1, k, tok, ms},
+			[]any{1, k, tok, ns + "wake:", "3408f1ee-81fa"}
 	case formXD:
 		return []any{5, k, k + ":fence", k + ":queue", k + ":waiters", k + ":void:" + tok, tok, "0", ms, "1000:86400000:3408f1ee-81fa:" + ns + "wake:"},
 			[]any{4, k, k + ":fence", k + ":queue", k + ":waiters", tok, ret, ns + "wake:3408f1ee-81fa"}

@@ -5,8 +5,7 @@
 -- queues nowhere when it lands).
 -- KEYS[1] the lock's hash (lib/lock.lua)
 -- ARGV[1] token, ARGV[2] ms the token's mark is kept (the call timeout: how
--- long a late call may still land), ARGV[3] fence retention in ms (not
--- needed), ARGV[4] wake channel prefix
+-- long a late call may still land), ARGV[3] wake channel prefix
 -- reply: 1 if the caller held the lock and it was passed on or freed, 0
 -- otherwise.
 --
@@ -22,7 +21,7 @@ local mark = st.now + tonumber(ARGV[2])
 st.put = {'x:' .. ARGV[1], fmt(mark)} -- written by lk_save
 st.xd = math.max(st.xd, mark)
 if held then
-  lk_free(st, ARGV[4])
+  lk_free(st, ARGV[3])
   return 1
 end
 lk_save(st)

@@ -4,14 +4,14 @@
 -- if its wake-up did not reach it.
 -- KEYS[1] the lock's hash (lib/lock.lua: the holding, the queue and the
 -- abandon marks)
--- ARGV[1] token, ARGV[2] mode: 0 one try, 1 wait, 2 wait and the caller
--- believes it is queued, ARGV[3] queue entry lifetime in ms, ARGV[4] lease
--- in ms, ARGV[5] fence retention in ms (not needed: the fence is kept
--- with the lock), ARGV[6] the caller's engine id; ARGV[7] (the wake
--- channel prefix, which every acquire script is given) is not needed: a
--- lock_acquire hands the lock to nobody else; ARGV[8] the Owner to store
--- with the holding (absent: none)
--- reply: {1, fence} if the caller holds the lock now, for the full lease;
+-- ARGV[1] token, ARGV[2] lease in ms, ARGV[3] mode: 0 one try (also if
+-- absent, and then so are the rest), 1 wait, 2 wait and the caller
+-- believes it is queued, ARGV[4] queue entry lifetime in ms, ARGV[5] the
+-- caller's engine id, ARGV[6] the Owner to store with the holding
+-- (absent: none)
+-- reply: fence (an integer) if the caller took the lock just now, free
+-- and unflagged; {1, fence} if the caller holds the lock now otherwise,
+-- for the full lease;
 -- {0, holder's remaining lease in ms (-1: free, but live waiters are
 -- ahead; also -1 for a waiter not at the head, which needs no hint), rank
 -- in the queue (0 = head; one try: how many are queued), arrival number
@@ -33,21 +33,21 @@ elseif string.byte(v, 1) == 45 and string.byte(v, 2) == 32 then
 end
 if f then -- the common case
   local value = ARGV[1] .. ' ' .. string.format('%.0f', f) .. ' 0'
-  if ARGV[8] then value = value .. ' ' .. ARGV[8] end
+  if ARGV[6] then value = value .. ' ' .. ARGV[6] end
   redis.call('HSET', KEYS[1], 'v', value)
-  redis.call('PEXPIRE', KEYS[1], ARGV[4])
-  return {1, f}
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return f
 end
 -- (libraries)
-local token = ARGV[1]
+local token, once = ARGV[1], not ARGV[3] or ARGV[3] == '0'
 if string.byte(v, 1) ~= 43 then -- unflagged and held: its lease is the hash's PX
   local sp = string.find(v, ' ', 1, true)
   local mine = sp and string.sub(v, 1, sp - 1) == token
-  if mine or (sp and ARGV[2] == '0') then
+  if mine or (sp and once) then
     local sp2 = string.find(v, ' ', sp + 1, true)
     f = sp2 and tonumber(string.sub(v, sp + 1, sp2 - 1)) -- nil: no lock's value (lk_load: free)
     if f and mine then -- handed over while queued: pick it up
-      redis.call('PEXPIRE', KEYS[1], ARGV[4])
+      redis.call('PEXPIRE', KEYS[1], ARGV[2])
       return {1, f}
     end
     if f then
@@ -57,7 +57,7 @@ if string.byte(v, 1) ~= 43 then -- unflagged and held: its lease is the hash's P
 end
 local st = lk_load(KEYS[1], token, v)
 if st.holder == token then -- handed over while queued: pick it up
-  lk_save(st, st.value, st.now + tonumber(ARGV[4]))
+  lk_save(st, st.value, st.now + tonumber(ARGV[2]))
   return {1, st.fence}
 end
 if st.mark and st.mark > st.now then
@@ -68,18 +68,18 @@ if not st.holder then -- free: the caller takes it unless a live waiter is ahead
   if not head or head.token == token then
     if head then lk_leave(st, head) end
     f = lk_fence(st)
-    lk_save(st, lock_value(token, f, '0', ARGV[8]), st.now + tonumber(ARGV[4]))
+    lk_save(st, lock_value(token, f, '0', ARGV[6]), st.now + tonumber(ARGV[2]))
     return {1, f}
   end
-  if ARGV[2] == '0' then
+  if once then
     lk_save(st)
     return {0, -1, st.n, 0}
   end
-elseif ARGV[2] == '0' then
+elseif once then
   if st.flagged then lk_save(st) end
   return {0, st.d - st.now, st.n, 0}
 end
-local rank, arrival = lk_join(st, token, tonumber(ARGV[3]), ARGV[6], ARGV[8])
+local rank, arrival = lk_join(st, token, tonumber(ARGV[4]), ARGV[5], ARGV[6])
 lk_save(st)
 local pttl = -1
 if st.holder and rank == 0 then

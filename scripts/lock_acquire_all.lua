@@ -3,9 +3,8 @@
 -- (LockAll's one try, on a server that is not a cluster: the names' keys
 -- are in other slots).
 -- KEYS[i] the i-th lock's hash (lib/lock.lua)
--- ARGV[1] lease in ms, ARGV[2] fence retention in ms (not needed), ARGV[3]
--- the Owner to store with each ("" for none), ARGV[3+i] the i-th lock's
--- token
+-- ARGV[1] lease in ms, ARGV[2] the Owner to store with each ("" for
+-- none), ARGV[2+i] the i-th lock's token
 -- reply: {1, fence of each} if all are the caller's now; {0, i} if the
 -- i-th lock (from 1) is not free.
 --
@@ -35,7 +34,7 @@ for i = 1, n do
     fences[i] = tonumber(string.sub(v, 3)) + 1
   elseif string.byte(v, 1) == 43 then
     time()
-    local s = redis.call('HMGET', KEYS[i], 'q', 'd', 'x:' .. ARGV[3 + i])
+    local s = redis.call('HMGET', KEYS[i], 'q', 'd', 'x:' .. ARGV[2 + i])
     s[1] = string.match(s[1] or '', '^%d+ %d+ (%d+)') -- the queue's count (lib/lock.lua)
     local last = string.match(v, '^%+%- (%d+)')
     if not last and (tonumber(s[2]) or 0) <= now then -- a lease that ended
@@ -51,9 +50,9 @@ for i = 1, n do
   end
 end
 local reply = {1}
-local owner = ARGV[3] ~= '' and ARGV[3] or nil
+local owner = ARGV[2] ~= '' and ARGV[2] or nil
 for i = 1, n do
-  local value = lock_value(ARGV[3 + i], fences[i], '0', owner)
+  local value = lock_value(ARGV[2 + i], fences[i], '0', owner)
   if flagged[i] then
     if redis.call('PTTL', KEYS[i]) < tonumber(ARGV[1]) then
       redis.call('PEXPIRE', KEYS[i], ARGV[1])

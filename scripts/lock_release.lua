@@ -1,9 +1,8 @@
 -- lock_release: free the lock only if the caller still holds it, and hand
 -- it to the first live waiter, whom it wakes.
 -- KEYS[1] the lock's hash (lib/lock.lua)
--- ARGV[1] token, ARGV[2] fence retention in ms (not needed: the fence is
--- kept with the lock), ARGV[3] wake channel prefix, ARGV[4] the caller's
--- engine id (absent: none)
+-- ARGV[1] token, ARGV[2] wake channel prefix, ARGV[3] the caller's engine
+-- id (absent: none)
 -- reply: 1 if it was held (and is now free or handed over), 0 if the
 -- caller no longer held it; {1, "token fence arrival"} if it was handed
 -- to a waiter of the caller's engine, which is not published: the caller
@@ -36,6 +35,6 @@ local st = lk_load(KEYS[1], nil, v)
 if st.holder ~= t then
   return 0
 end
-local wake = q_waker(ARGV[3], ARGV[4])
+local wake = q_waker(ARGV[2], ARGV[3])
 lk_free(st, wake)
 return q_reply(1, wake)

@@ -67,10 +67,11 @@ lib=$dir/lib
 la='5 %k %k:fence %k:queue %k:waiters %k:void:%t %t 0 1000 10000 86400000 3408f1ee-81fa budget:wake:'
 lw='5 %k %k:fence %k:queue %k:waiters %k:void:%t %t 1 1000 10000 86400000 3408f1ee-81fa budget:wake:'
 lr='4 %k %k:fence %k:queue %k:waiters %t 86400000 budget:wake: 3408f1ee-81fa'
-# v5's (one key a name): the lock's hash, and the same arguments.
-l5a='1 %k %t 0 1000 10000 86400000 3408f1ee-81fa budget:wake:'
-l5w='1 %k %t 1 1000 10000 86400000 3408f1ee-81fa budget:wake:'
-l5r='1 %k %t 86400000 budget:wake: 3408f1ee-81fa'
+# v5's (one key a name): the lock's hash; token, lease ms (a one try),
+# then mode, entry ms, engine id (a wait) | token, wake prefix, engine id.
+l5a='1 %k %t 10000'
+l5w='1 %k %t 10000 1 1000 3408f1ee-81fa'
+l5r='1 %k %t budget:wake: 3408f1ee-81fa'
 # xd's: the same keys, the engine's constants packed in one argument.
 xa='5 %k %k:fence %k:queue %k:waiters %k:void:%t %t 0 10000 1000:86400000:3408f1ee-81fa:budget:wake:'
 xr='4 %k %k:fence %k:queue %k:waiters %t 86400000 budget:wake:3408f1ee-81fa'
@@ -80,7 +81,7 @@ line "redislock v0.9.4 (obtain: SET NX PX | release: GET, DEL)" "$dir/redislock_
 line "two EVALSHA of nothing, no keys, no arguments" $b/empty.lua $b/empty.lua '0' '0'
 line "two EVALSHA of nothing, redislock's keys and arguments (1+3 | 1+1)" $b/empty.lua $b/empty.lua '1 %k %t 22 10000' '1 %k %t'
 line "two EVALSHA of nothing, v4's keys and arguments (5+7 | 4+4)" $b/empty.lua $b/empty.lua "$la" "$lr"
-line "two EVALSHA of nothing, the library's keys and arguments (1+7 | 1+4)" $b/empty.lua $b/empty.lua "$l5a" "$l5r"
+line "two EVALSHA of nothing, the library's keys and arguments (1+2 | 1+3)" $b/empty.lua $b/empty.lua "$l5a" "$l5r"
 line "two EVALSHA of nothing, xd's: the same keys, the constants packed (5+4 | 4+3)" $b/empty.lua $b/empty.lua "$xa" "$xr"
 line "  and the reads: GET, EXISTS | GET, ZCARD (rung reads)" $b/reads_acquire.lua $b/reads_release.lua "$la" "$lr" -check=false
 line "  and the lease: SET PX | DEL (rung lease)" $b/lease_acquire.lua $b/lease_release.lua "$la" "$lr"

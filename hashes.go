@@ -5,16 +5,16 @@ package atomicredis
 // scriptHashes is every embedded script's SHA-1 by name, with the CRC-32
 // of the text it was computed from.
 var scriptHashes = map[string]tableHash{
-	"lock_acquire":                     {0x023c85fa, "bee60a19f60d3199eb790265c722ed7ad7f3591a"},
-	"lock_abandon":                     {0xc59b4f73, "1f634b5824d1808bfa6528b06e6b484e218dce07"},
-	"lock_release":                     {0x91ec9294, "404fcde726345d4b69358bba838ffed9876cd68b"},
+	"lock_acquire":                     {0xecd82829, "2b92d07200c9d029bbf34925cb3817fb513d1e88"},
+	"lock_abandon":                     {0x9a14eb48, "14f78b448b87ef7e81758f0df7fc41d521b08940"},
+	"lock_release":                     {0x141143cd, "3e30694a0be25b97ffa7feec83fa61e2877feaa0"},
 	"lock_extend":                      {0x6df91e5a, "a2e0510d488a47120f75ea2bc81bcd0ab3228675"},
 	"lock_extend_many":                 {0x179d4e10, "39826a1cd1e4cc319deed761535807a15d8fdf84"},
 	"lock_pttl":                        {0x09a4e0f4, "1f68c9ad1b62769d785c886cfd38453c2fb7476f"},
 	"lock_locked":                      {0x6a9ae509, "5dfe99e7abaffd69e7c19bdf125573921f38c0e6"},
-	"lock_info":                        {0x9dba28d6, "ede7a126739eb04610dccf607279a7ee3cac677a"},
-	"lock_force":                       {0xe3ba8c8f, "47bd965a37336551f8e0a37f3f0647baf6129d03"},
-	"lock_owner":                       {0x4695dfc1, "3695fa342ef5d01c6d9816a4926b0d6cd3b1c482"},
+	"lock_info":                        {0x73c48e8a, "af6fb634924da56752469ba74e4214ca75203c67"},
+	"lock_force":                       {0x7d611137, "e1e6c8defcc07d2b5de6b27e87bcf56d29c17a55"},
+	"lock_owner":                       {0xfe97b0ab, "d706efd8cbb42a5b65eaea3054d459bcd8f4be59"},
 	"lock_acquire_all":                 {0x098d6dc9, "7fb1cf6e364cc2728779bbdf7d0e7b23e8d57bb5"},
 	"election_lock_acquire (election)": {0xba53e3aa, "2e5c219250457a674834d52c11d9a8afa47e7e5b"},
 	"election_lock_abandon (election)": {0x46c230b0, "531a71aa532fcaab64831d8c544ea50d241f4c42"},

@@ -148,23 +148,23 @@ local function lk_load(key, token, v)
     mine = false, mark = false, h = 1, t = 0, n = 0, a = 0, as = '0', xd = 0, keep = 0, put = false, del = false}
   local s
   if not v then
-    s = redis.call('HMGET', key, 'v', 'd', 'q', 'k:' .. token, 'x:' .. token)
-    v = s[1]
+    s = redis.call('HMGET', key, 'd', 'q', 'k:' .. token, 'x:' .. token, 'v')
+    v = s[5]
   elseif string.byte(v, 1) == 43 then
     if token then
-      s = redis.call('HMGET', key, 'v', 'd', 'q', 'k:' .. token, 'x:' .. token)
+      s = redis.call('HMGET', key, 'd', 'q', 'k:' .. token, 'x:' .. token)
     else -- a release's
-      s = redis.call('HMGET', key, 'v', 'd', 'q')
+      s = redis.call('HMGET', key, 'd', 'q')
     end
   end
   if not v then return st end
   st.exists = true
   if string.byte(v, 1) == 43 then
     st.flagged, v = true, string.sub(v, 2)
-    st.d = tonumber(s[2]) or 0
-    if s[4] then st.mine = tonumber(s[4]) end
-    if s[5] then st.mark = tonumber(s[5]) end
-    local q = s[3]
+    st.d = tonumber(s[1]) or 0
+    if s[3] then st.mine = tonumber(s[3]) end
+    if s[4] then st.mark = tonumber(s[4]) end
+    local q = s[2]
     if q then -- "h t n a xd", read without a pattern
       local p1 = string.find(q, ' ', 1, true)
       local p2 = string.find(q, ' ', p1 + 1, true)

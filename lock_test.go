@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -856,30 +855,14 @@ func TestLock_FenceKeptForTheLease(t *testing.T) {
 	})
 }
 
-// v4Lock is a v4 engine's lock scripts (testdata/v4, as they were before
-// a lock became one hash a name), with their libraries put in as the v4
-// engine put them.
+// v4Lock is a v4 engine's lock_acquire and lock_release, with their
+// libraries put in as the v4 engine put them. An election's lock scripts
+// (scripts/election_lock_*.lua) are v4's, unchanged but for their first
+// comment line: elections keep v4's string layout, under keys of their own.
 func v4Lock(t *testing.T) (acquire, release *script) {
 	t.Helper()
-	read := func(name string) string {
-		src, err := os.ReadFile("testdata/v4/" + name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return string(src)
-	}
-	var funcs []libFunc
-	for _, lib := range []string{"queue", "lock"} {
-		funcs = append(funcs, libFuncs(read("lib/"+lib+".lua"))...)
-	}
 	build := func(name string, keys int) *script {
-		body := read(name + ".lua")
-		var lua strings.Builder
-		for _, f := range called(body, funcs) {
-			lua.WriteString(f.src)
-		}
-		before, after, _ := strings.Cut(body, libraryLine)
-		return newScript("v4 "+name, keys, before+lua.String()+after)
+		return newScript("v4 "+name, keys, withLibraries(embedded("scripts/election_"+name+".lua"), []string{"queue", "lock"}))
 	}
 	return build("lock_acquire", 5), build("lock_release", 4)
 }

@@ -23,7 +23,7 @@ package peers
 //	        HGET, HSET, PEXPIRE | HGET, HSET
 //
 // and designs, measured beside them: ours-lean-release, v4's lock_acquire
-// (testdata/v4) and a lock_release without the queue's ZCARD (a waiter
+// (scripts/election_lock_acquire.lua, v4's) and a lock_release without the queue's ZCARD (a waiter
 // would mark the lock's value);
 // onekey, one key a name for the fence, the holder and its lease's
 // deadline by the server's clock (GET, TIME, EXISTS, SET PX | GET, SET
@@ -52,7 +52,7 @@ var (
 	rungOursC  = rungD("ours", "../scripts/lock_acquire.lua", "../scripts/lock_release.lua", formLib1)
 
 	// Designs measured beside them (not the library's).
-	rungLeanC   = rungC("ours-lean-release", "../testdata/v4/lock_acquire.lua", "testdata/budget/lean_release.lua", true) // v4's layout
+	rungLeanC   = rungC("ours-lean-release", "../scripts/election_lock_acquire.lua", "testdata/budget/lean_release.lua", true) // v4's layout
 	rungOneKeyC = rungC("onekey", "testdata/budget/onekey_acquire.lua", "testdata/budget/onekey_release.lua", true)
 
 	// The fence in the lock's value ("- fence" when free, kept for the

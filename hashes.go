@@ -5,11 +5,11 @@ package atomicredis
 // scriptHashes is every embedded script's SHA-1 by name, with the CRC-32
 // of the text it was computed from.
 var scriptHashes = map[string]tableHash{
-	"lock_acquire":                     {0xecd82829, "2b92d07200c9d029bbf34925cb3817fb513d1e88"},
+	"lock_acquire":                     {0x175fb6f1, "da5740339c13595b5ec904e83979817766dcba04"},
 	"lock_abandon":                     {0x9a14eb48, "14f78b448b87ef7e81758f0df7fc41d521b08940"},
 	"lock_release":                     {0x141143cd, "3e30694a0be25b97ffa7feec83fa61e2877feaa0"},
-	"lock_extend":                      {0x6df91e5a, "a2e0510d488a47120f75ea2bc81bcd0ab3228675"},
-	"lock_extend_many":                 {0x179d4e10, "39826a1cd1e4cc319deed761535807a15d8fdf84"},
+	"lock_extend":                      {0x33257401, "6f2859027fbd1f8a26a9dafdea5234bbc9585ca2"},
+	"lock_extend_many":                 {0x60dbce08, "2fa964b37e94edd22e12143af1f086e1e2d03aa6"},
 	"lock_pttl":                        {0x09a4e0f4, "1f68c9ad1b62769d785c886cfd38453c2fb7476f"},
 	"lock_locked":                      {0x6a9ae509, "5dfe99e7abaffd69e7c19bdf125573921f38c0e6"},
 	"lock_info":                        {0x73c48e8a, "af6fb634924da56752469ba74e4214ca75203c67"},

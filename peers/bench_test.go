@@ -111,7 +111,7 @@ var (
 		"BenchmarkHotName":     lockers,
 		"BenchmarkCrowd":       lockers,
 		"BenchmarkBudget": {rungEmptyC, rungArgsC, rungReadsC, rungLeaseC, rungFenceC, rungOursC,
-			rungLeanC, rungOneKeyC, rungXDC, rungX1C, atomicredisC, redislockC, floorCADC},
+			rungLeanC, rungOneKeyC, rungXDC, rungX1C, rungMC, rungZC, rungZMC, atomicredisC, redislockC, floorCADC},
 	}
 )
 

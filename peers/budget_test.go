@@ -23,12 +23,15 @@ package peers
 //	        HGET, HSET, PEXPIRE | HGET, HSET
 //
 // and designs, measured beside them: ours-lean-release, v4's lock_acquire
-// (scripts/election_lock_acquire.lua, v4's) and a lock_release without the queue's ZCARD (a waiter
-// would mark the lock's value);
+// (scripts/election_lock_acquire.lua, which is v4's) and a lock_release
+// without the queue's ZCARD (a waiter would mark the lock's value);
 // onekey, one key a name for the fence, the holder and its lease's
 // deadline by the server's clock (GET, TIME, EXISTS, SET PX | GET, SET
 // KEEPTTL); xd and x1, the fence in the lock's value (GET, SET PX | GET,
-// SET PX), with every key declared or with the lock's alone. The same
+// SET PX), with every key declared or with the lock's alone; m, one
+// string a name while nothing is flagged, read with MGET (MGET, SET PX |
+// MGET, SET KEEPTTL); z and zm, the clock's fence, nothing kept (TIME,
+// SET NX PX | GET or MGET, DEL). The same
 // lines, in instructions, which repeat from run to run where these
 // microseconds do not: testdata/budget/ir.sh.
 
@@ -61,6 +64,14 @@ var (
 	// the lock's (its other keys would be built in the script).
 	rungXDC = rungD("xd", "testdata/budget/xd_acquire.lua", "testdata/budget/xd_release.lua", formXD)
 	rungX1C = rungD("x1", "testdata/budget/x1_acquire.lua", "testdata/budget/x1_release.lua", formX1)
+
+	// One string a name while nothing is flagged, read with MGET (a
+	// flagged lock's hash reads as nil, not WRONGTYPE): m keeps the free
+	// value for the rest of the lease; z and zm keep nothing, the fence
+	// the clock's (zm reading with MGET, with the library's arguments).
+	rungMC  = rungD("m", "testdata/budget/m_acquire.lua", "testdata/budget/m_release.lua", formLib1)
+	rungZC  = rungD("z", "testdata/budget/z_acquire.lua", "testdata/budget/del_release.lua", formX1)
+	rungZMC = rungD("zm", "testdata/budget/z_acquire.lua", "testdata/budget/zm_release.lua", formLib1)
 )
 
 // A form is the keys and arguments a rung's scripts are called with.

@@ -103,6 +103,8 @@ line "design f: a fast script of one key, flags in the value, the full script on
 line "design hp: design h with the lease as the hash's PX until a waiter or a mark flags it: HGET, HSET, PEXPIRE | HGET, HSET" $b/hp_acquire.lua $b/hp_release.lua '1 %k %t 10000' '1 %k %t'
 line "design g: design f with its flag at a fixed place (no search): GET, SET PX | GET, SET KEEPTTL" $b/g_acquire.lua $b/g_release.lua '1 %k %t 10000' '1 %k %t'
 line "design hpg: design hp with its flag at a fixed place: HGET, HSET, PEXPIRE | HGET, HSET" $b/hpg_acquire.lua $b/hpg_release.lua '1 %k %t 10000' '1 %k %t'
+line "design m: one string while unflagged, read with MGET (no WRONGTYPE at a flagged hash): MGET, SET PX | MGET, SET KEEPTTL" $b/m_acquire.lua $b/m_release.lua "$l5a" "$l5r"
+line "design zm: design z read with MGET, the library's arguments: TIME, SET NX PX | MGET, DEL" $b/z_acquire.lua $b/zm_release.lua "$l5a" "$l5r"
 echo "-- a hot name's acquisition: a waiter's join while the lock is held, and the handoff to it"
 line "two EVALSHA of nothing, v4's keys and arguments" $b/empty.lua $b/empty.lua "$lw" "$lr" -check=false
 line "two EVALSHA of nothing, the library's keys and arguments" $b/empty.lua $b/empty.lua "$l5w" "$l5r" -check=false

@@ -729,6 +729,53 @@ func TestAcquire_LapsedMarksCleared(t *testing.T) {
 	})
 }
 
+// Abandon marks that pile up while a stream of abandons keeps the latest
+// mark's deadline ahead are deleted together by the first flagged write
+// after all have lapsed: more fields than Lua's unpack takes at once
+// (about 8,000), so they go a thousand a command, and the lock is still
+// queued for and released.
+func TestAcquire_ManyLapsedMarksCleared(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		l, err := engine(s).TryLock(ctx, "heap", LockOptions{TTL: time.Hour})
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := s.NS + "lock:{heap}"
+		c := s.Pool.Get()
+		defer c.Close()
+		const marks = 8500
+		if _, err := scriptLockAbandon.Do(c, key, "gone0", 100, s.NS+"wake:"); err != nil { // loads it
+			t.Fatal(err)
+		}
+		for i := 1; i < marks; i++ { // one pipeline
+			if err := c.Send("EVALSHA", scriptLockAbandon.Hash(), 1, key, fmt.Sprintf("gone%d", i), 100, s.NS+"wake:"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := c.Flush(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i < marks; i++ {
+			if _, err := c.Receive(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		s.Advance(300 * time.Millisecond)
+		rawWaiter(s, t, "heap", "w", "x", time.Hour)
+		fields, err := redis.Strings(s.Do("HKEYS", key))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(fields) > 10 {
+			t.Errorf("%d fields after a join past %d lapsed marks, want the holding, the queue and one entry", len(fields), marks)
+		}
+		if err := l.Unlock(ctx); err != nil {
+			t.Errorf("Unlock: %v", err)
+		}
+	})
+}
+
 // A wait that ended leaves its token's mark for the call timeout: a late
 // acquire of that token, still on its way when the abandon landed, takes
 // nothing though the lock is free by then (here one sent by hand half a

@@ -226,6 +226,54 @@ func TestLease_ExtendAtMaxmemory(t *testing.T) {
 	}
 }
 
+// At maxmemory with noeviction, a flagged lock (here by abandon marks,
+// nobody queued, so that nothing is deleted before the lock's HSET) is
+// still extended and released by its holder, and another mark written:
+// when Redis refuses the HSET, the script first deletes the field it is
+// about to write again, a write Redis allows there, and then every write
+// after it runs. A waiter's join, which grows the hash, is refused.
+func TestLock_FlaggedAtMaxmemory(t *testing.T) {
+	r := testserver.PrivateRedis(t)
+	testserver.Parallel(t)
+	ctx := ctxT(t)
+	ns := testNamespace()
+	pool := newPool(t, r.Addr())
+	e := New(pool, WithNamespace(ns))
+	defer e.Close(ctx)
+	l, err := e.TryLock(ctx, "full", LockOptions{TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := ns + "lock:{full}"
+	c := pool.Get()
+	defer c.Close()
+	if _, err := scriptLockAbandon.Do(c, key, "gone1", time.Minute.Milliseconds(), ns+"wake:"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Do("CONFIG", "SET", "maxmemory", 1); err != nil {
+		t.Fatal(err)
+	}
+	defer r.Do("CONFIG", "SET", "maxmemory", 0)
+	if _, err := r.Do("SET", "x", "y"); err == nil || !strings.HasPrefix(err.Error(), "OOM") {
+		t.Fatalf("SET at maxmemory 1: %v, want OOM", err)
+	}
+	if err := l.Extend(ctx, 2*time.Second); err != nil {
+		t.Errorf("Extend of a flagged lock at maxmemory: %v", err)
+	}
+	if _, err := scriptLockAbandon.Do(c, key, "gone2", time.Minute.Milliseconds(), ns+"wake:"); err != nil {
+		t.Errorf("an abandon mark at maxmemory: %v", err)
+	}
+	if w, err := e.Lock(ctx, "full", LockOptions{Wait: 200 * time.Millisecond}); err == nil {
+		t.Errorf("a waiter joined at maxmemory: %v", w)
+	}
+	if err := l.Unlock(ctx); err != nil {
+		t.Errorf("Unlock of a flagged lock at maxmemory: %v", err)
+	}
+	if held, err := l.Held(ctx); held || err != nil {
+		t.Errorf("after Unlock at maxmemory: held %v, %v", held, err)
+	}
+}
+
 // A watchdog whose extensions keep failing declares the lock lost when its
 // span runs out after the last extension (the lease less a tenth, counted
 // from when that extension was sent), not at a retry past it: refused

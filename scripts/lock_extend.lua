@@ -51,5 +51,12 @@ local d = now + tonumber(ARGV[2])
 if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[2]) then -- kept to the latest deadline in it
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
 end
-redis.call('HSET', KEYS[1], 'v', v, 'd', string.format('%d%09d', math.floor(d / 1e9), d % 1e9)) -- lib/queue.lua's fmt (d is a server ms, past 10^9)
+local ds = string.format('%d%09d', math.floor(d / 1e9), d % 1e9) -- lib/queue.lua's fmt (d is a server ms, past 10^9)
+-- At maxmemory a first write that may grow memory is refused (when the
+-- PEXPIRE above was not needed): deleting 'd' first, a write Redis allows
+-- there, lets the HSET run (lib/lock.lua's lk_hset).
+if type(redis.pcall('HSET', KEYS[1], 'v', v, 'd', ds)) == 'table' then
+  redis.call('HDEL', KEYS[1], 'd')
+  redis.call('HSET', KEYS[1], 'v', v, 'd', ds)
+end
 return 1

@@ -51,7 +51,12 @@ for i = 1, #KEYS do
         if redis.call('PTTL', key) < ms then
           redis.call('PEXPIRE', key, lease)
         end
-        redis.call('HSET', key, 'v', string.sub(v, 1, at) .. seq .. owner, 'd', string.format('%d%09d', math.floor((now + ms) / 1e9), (now + ms) % 1e9))
+        local value, ds = string.sub(v, 1, at) .. seq .. owner, string.format('%d%09d', math.floor((now + ms) / 1e9), (now + ms) % 1e9)
+        -- refused at maxmemory as a first write: 'd' deleted first (lock_extend)
+        if type(redis.pcall('HSET', key, 'v', value, 'd', ds)) == 'table' then
+          redis.call('HDEL', key, 'd')
+          redis.call('HSET', key, 'v', value, 'd', ds)
+        end
       end
       r = 1
     end

@@ -238,6 +238,27 @@ local function lk_fence(st)
   return st.now_us
 end
 
+-- lk_hdel deletes fields of the lock's hash, a thousand a command at most
+-- (Lua's unpack takes a few thousand values).
+local function lk_hdel(key, fields)
+  for i = 1, #fields, 1000 do
+    redis.call('HDEL', key, unpack(fields, i, math.min(i + 999, #fields)))
+  end
+end
+
+-- lk_hset is HSET of the lock's hash key, flagged, with the fields and
+-- values given. At maxmemory (noeviction) Redis refuses a script's first
+-- write that may grow memory, and lets every write after one run: a
+-- refused HSET is sent again after deleting 'd' (which it writes again),
+-- a write Redis allows there, so that a release, a force, an abandon mark
+-- and a pick-up go through; a join (st.join: a new entry) is refused.
+local function lk_hset(st, key, ...)
+  if type(redis.pcall('HSET', key, ...)) == 'table' then
+    if not st.join then redis.call('HDEL', key, 'd') end
+    redis.call('HSET', key, ...)
+  end
+end
+
 -- lk_unmark adds to st.del the fields of the hash's abandon marks, all
 -- lapsed (their latest deadline, st.xd, passed): a name that stays
 -- flagged does not keep them.
@@ -269,12 +290,12 @@ local function lk_save(st, value, d)
   local key, now = st.key, st.now
   if st.n > 0 or st.xd > now then
     if st.xd > 0 and st.xd <= now then lk_unmark(st) end
-    if st.del then redis.call('HDEL', key, unpack(st.del)) end
+    if st.del then lk_hdel(key, st.del) end
     local q = string.format('%d %d %d ', st.h, st.t, st.n) .. st.as .. (st.xd > 0 and ' ' .. fmt(st.xd) or ' 0')
     if st.put then
-      redis.call('HSET', key, 'v', '+' .. value, 'd', fmt(d), 'q', q, unpack(st.put))
+      lk_hset(st, key, 'v', '+' .. value, 'd', fmt(d), 'q', q, unpack(st.put))
     else
-      redis.call('HSET', key, 'v', '+' .. value, 'd', fmt(d), 'q', q)
+      lk_hset(st, key, 'v', '+' .. value, 'd', fmt(d), 'q', q)
     end
     local keep = d
     if st.xd > keep then keep = st.xd end
@@ -288,7 +309,15 @@ local function lk_save(st, value, d)
     if st.xd > 0 then -- lapsed marks: the hash written anew
       redis.call('DEL', key)
     elseif st.flagged then
-      redis.call('HDEL', key, 'd', 'q', unpack(st.del or {}))
+      local del = st.del or {}
+      del[#del + 1], del[#del + 2] = 'd', 'q'
+      lk_hdel(key, del)
+    elseif st.exists then
+      -- 'v' alone: its PX first, a write Redis allows at maxmemory, so
+      -- that the HSET after it runs there too (lk_hset)
+      redis.call('PEXPIRE', key, d - now)
+      redis.call('HSET', key, 'v', value)
+      return
     end
     redis.call('HSET', key, 'v', value)
     redis.call('PEXPIRE', key, d - now)
@@ -313,6 +342,7 @@ local function lk_join(st, token, entry_ms, engine, owner)
     return e.i - st.h, 0
   end
   local i = st.t + 1
+  st.join = true -- a new entry: refused at maxmemory (lk_hset)
   local arrival = st.now_us
   if arrival <= st.a then arrival = st.a + 1 end
   local as, is = fmt(arrival), string.format('%d', i)

@@ -5,15 +5,15 @@ package atomicredis
 // scriptHashes is every embedded script's SHA-1 by name, with the CRC-32
 // of the text it was computed from.
 var scriptHashes = map[string]tableHash{
-	"lock_acquire":                     {0xb357118b, "6753ceeeb3764ff7106823afbec7fccd42f08943"},
-	"lock_abandon":                     {0xe2eadeba, "e55929ed7760b68ec5b3670763d6b4fca7bbdc3f"},
-	"lock_release":                     {0xb9f5c0d2, "c4d6196080e784ec45fe94782b19a6f42da5a6e4"},
+	"lock_acquire":                     {0xbe900260, "258db737167deacd3f976e7fd974f0015e337aab"},
+	"lock_abandon":                     {0xb2146729, "eb2ed5d63ce77bf40a76d6b483d7ede5a9192618"},
+	"lock_release":                     {0x9dc92fad, "3e75dc6bce68044b4ef8b2f17f3c86f4eb4fc1c7"},
 	"lock_extend":                      {0x3e5d024b, "cca6c495417c8de5d66dc8656ae709863be455f2"},
 	"lock_extend_many":                 {0x11ba79cb, "53780eb71b66fd4f765e5a44e053727c0539eb63"},
 	"lock_pttl":                        {0x09a4e0f4, "1f68c9ad1b62769d785c886cfd38453c2fb7476f"},
 	"lock_locked":                      {0x6a9ae509, "5dfe99e7abaffd69e7c19bdf125573921f38c0e6"},
 	"lock_info":                        {0x73c48e8a, "af6fb634924da56752469ba74e4214ca75203c67"},
-	"lock_force":                       {0x704a8318, "55df07d84f7dac1f5c99f9a0053f350587ffdcb2"},
+	"lock_force":                       {0x17f980a6, "4345221dd69773c42b0f51d0c207b2ccd28c7057"},
 	"lock_owner":                       {0xfe97b0ab, "d706efd8cbb42a5b65eaea3054d459bcd8f4be59"},
 	"lock_acquire_all":                 {0x098d6dc9, "7fb1cf6e364cc2728779bbdf7d0e7b23e8d57bb5"},
 	"election_lock_acquire (election)": {0xba53e3aa, "2e5c219250457a674834d52c11d9a8afa47e7e5b"},

@@ -65,7 +65,10 @@ end
 if st.mark and st.mark > st.now then
   return {2}
 end
-local head = st.n > 0 and lk_head(st)
+-- The queue's head is read only for a free lock: a join behind a holder
+-- needs no more than the tail (its rank counts lapsed entries ahead; the
+-- release walks past them).
+local head = not st.holder and st.n > 0 and lk_head(st)
 if not st.holder then -- free: the caller takes it unless a live waiter is ahead
   if not head or head.token == token then
     if head then lk_leave(st, head) end

@@ -249,12 +249,13 @@ end
 -- lk_hset is HSET of the lock's hash key, flagged, with the fields and
 -- values given. At maxmemory (noeviction) Redis refuses a script's first
 -- write that may grow memory, and lets every write after one run: a
--- refused HSET is sent again after deleting 'd' (which it writes again),
--- a write Redis allows there, so that a release, a force, an abandon mark
--- and a pick-up go through; a join (st.join: a new entry) is refused.
+-- refused HSET is sent again after deleting its first field (which it
+-- writes again), a write Redis allows there, so that a release, a force,
+-- an abandon mark and a pick-up go through; a join (st.join: a new
+-- entry) is refused.
 local function lk_hset(st, key, ...)
   if type(redis.pcall('HSET', key, ...)) == 'table' then
-    if not st.join then redis.call('HDEL', key, 'd') end
+    if not st.join then redis.call('HDEL', key, (...)) end
     redis.call('HSET', key, ...)
   end
 end
@@ -280,6 +281,9 @@ end
 -- neither, the holding unflagged, 'v' alone, the hash's PX the rest of
 -- the lease (none left: no key).
 local function lk_save(st, value, d)
+  -- a flagged holding kept as read (a join, an abandon mark behind a
+  -- holder) is not written again: its 'v' and 'd' stand
+  local same = not value and st.flagged and st.holder
   if not value then
     value, d = st.value, st.d
     if not st.holder then
@@ -292,7 +296,13 @@ local function lk_save(st, value, d)
     if st.xd > 0 and st.xd <= now then lk_unmark(st) end
     if st.del then lk_hdel(key, st.del) end
     local q = string.format('%d %d %d ', st.h, st.t, st.n) .. st.as .. (st.xd > 0 and ' ' .. fmt(st.xd) or ' 0')
-    if st.put then
+    if same then
+      if st.put then
+        lk_hset(st, key, 'q', q, unpack(st.put))
+      else
+        lk_hset(st, key, 'q', q)
+      end
+    elseif st.put then
       lk_hset(st, key, 'v', '+' .. value, 'd', fmt(d), 'q', q, unpack(st.put))
     else
       lk_hset(st, key, 'v', '+' .. value, 'd', fmt(d), 'q', q)
@@ -366,6 +376,9 @@ local function lk_free(st, wake)
     local raw, at = head.raw, head.at
     local a = string.find(raw, ' ', at + 1, true) -- the arrival's end
     local o = string.find(raw, ' ', a + 1, true) -- the engine's
+    -- the hash's PX already runs to every entry's deadline (the write of
+    -- each made it so): the new lease, the entry's, needs no PTTL read
+    if head.deadline > st.floor then st.floor = head.deadline end
     lk_save(st, head.token .. ' ' .. f .. ' 0' .. (o and string.sub(raw, o) or ''), head.deadline)
     q_send(wake, string.sub(raw, a + 1, o and o - 1 or -1), head.token .. ' ' .. f .. ' ' .. string.sub(raw, at + 1, a - 1))
     return

@@ -6,7 +6,7 @@
 //
 //	budget-ir -addr HOST:PORT -n 2000 -name NAME \
 //	    -acquire FILE -acquire-args 'COUNT KEYS... ARGS...' \
-//	    -release FILE -release-args 'COUNT KEYS... ARGS...' [-handoff]
+//	    -release FILE -release-args 'COUNT KEYS... ARGS...' [-handoff [-queued Q]]
 //
 // In the arguments %k stands for the lock's key (<NAME>:lock:{n}) and %t
 // for the token of the cycle. A cycle is an acquire by a fresh token and
@@ -15,7 +15,10 @@
 // lock to that waiter: one join and one handoff, a hot name's share of an
 // acquisition. Each call's reply is checked (unless -check=false, for the
 // rungs that write nothing): a cycle that does not take, or a handoff
-// that does not hand, stops the run.
+// that does not hand, stops the run. With -queued Q, Q more waiters stay
+// queued behind the one handed the lock, as on a hot name whose queue
+// never empties: each cycle's waiter joins at the tail, and the release
+// hands the lock to the head.
 package main
 
 import (
@@ -36,15 +39,16 @@ func main() {
 	acquireArgs := flag.String("acquire-args", "", "its key count, keys and arguments")
 	releaseArgs := flag.String("release-args", "", "its key count, keys and arguments")
 	handoff := flag.Bool("handoff", false, "a waiter queues, then the holder's release hands it the lock")
+	queued := flag.Int("queued", 0, "with -handoff: waiters that stay queued behind the one handed the lock")
 	check := flag.Bool("check", true, "stop at a reply that is not a grant or a release (false: for rungs that write nothing)")
 	flag.Parse()
-	if err := run(*addr, *n, *name, *acquireFile, *releaseFile, *acquireArgs, *releaseArgs, *handoff, *check); err != nil {
+	if err := run(*addr, *n, *name, *acquireFile, *releaseFile, *acquireArgs, *releaseArgs, *handoff, *queued, *check); err != nil {
 		fmt.Fprintln(os.Stderr, "budget-ir:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr string, n int, name, acquireFile, releaseFile, acquireArgs, releaseArgs string, handoff, check bool) error {
+func run(addr string, n int, name, acquireFile, releaseFile, acquireArgs, releaseArgs string, handoff bool, queued int, check bool) error {
 	c, err := redis.Dial("tcp", addr)
 	if err != nil {
 		return err
@@ -67,9 +71,17 @@ func run(addr string, n int, name, acquireFile, releaseFile, acquireArgs, releas
 		return out
 	}
 	token := func(i int) string { return fmt.Sprintf("%08x-0000-4000-8000-000000000000", i) }
+	holders := []string{token(0)} // with -handoff: the holder, then the queue in order
 	if handoff {
 		if v, err := acquire.Do(c, args(acquireArgs, token(0))...); err != nil || !taken(v) {
 			return fmt.Errorf("the first acquire: %v, %v", v, err)
+		}
+		for i := 1; i <= queued; i++ {
+			t := fmt.Sprintf("%08x-0000-4000-8000-000000000001", i)
+			if v, err := acquire.Do(c, args(acquireArgs, t)...); err != nil || taken(v) {
+				return fmt.Errorf("queued waiter %d: %v, %v", i, v, err)
+			}
+			holders = append(holders, t)
 		}
 	}
 	for i := 1; i <= n; i++ {
@@ -82,7 +94,7 @@ func run(addr string, n int, name, acquireFile, releaseFile, acquireArgs, releas
 		}
 		holder := token(i)
 		if handoff {
-			holder = token(i - 1)
+			holder, holders = holders[0], append(holders[1:], token(i))
 		}
 		v, err = release.Do(c, args(releaseArgs, holder)...)
 		switch {

@@ -111,3 +111,6 @@ line "two EVALSHA of nothing, the library's keys and arguments" $b/empty.lua $b/
 line "the library (lock_acquire queues | lock_release hands over)" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$l5w" "$l5r" -handoff
 line "the floor: GET, HSET, ZADD | GET, ZRANGE, HGET, ZREM, HDEL, SET PX" $b/hot_join.lua $b/hot_handoff.lua "$lw" "$lr" -handoff
 line "design h: HMGET, TIME, HSET | HMGET, TIME, HGET, HDEL, HSET, PUBLISH" $b/h_join.lua $b/h_handoff.lua '1 %k %t 10000 86400000 3408f1ee-81fa' '1 %k %t budget:wake:' -handoff
+echo "-- a hot name's steady state: the same, with 15 more waiters queued behind the one handed the lock"
+line "the library, 15 more waiters queued" "$lib/lock_acquire.lua" "$lib/lock_release.lua" "$l5w" "$l5r" -handoff -queued 15
+line "design h, 15 more waiters queued" $b/h_join.lua $b/h_handoff.lua '1 %k %t 10000 86400000 3408f1ee-81fa' '1 %k %t budget:wake:' -handoff -queued 15

@@ -733,6 +733,46 @@ func TestAcquire_LapsedMarksCleared(t *testing.T) {
 // mark's deadline ahead are deleted together by the first flagged write
 // after all have lapsed: more fields than Lua's unpack takes at once
 // (about 8,000), so they go a thousand a command, and the lock is still
+// A waiter that joins a flagged lock whose queue emptied (its last entry
+// abandoned, the mark keeping the lock flagged) is the queue's head: rank
+// 0, with the holder's remaining lease, after which it takes over; the
+// hash is kept as long as its entry.
+func TestAcquire_JoinAfterTheQueueEmptiedIsHead(t *testing.T) {
+	servers(t, func(t *testing.T, s *testserver.Server) {
+		ctx := ctxT(t)
+		if _, err := engine(s).TryLock(ctx, "again", LockOptions{TTL: time.Minute}); err != nil {
+			t.Fatal(err)
+		}
+		key := s.NS + "lock:{again}"
+		c := s.Pool.Get()
+		defer c.Close()
+		join := func(token string, entry time.Duration) []int64 {
+			t.Helper()
+			v, err := redis.Int64s(scriptLockAcquire.Do(c, key, token, time.Minute.Milliseconds(), 1, entry.Milliseconds(), "x"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return v
+		}
+		if got := join("w1", 90*time.Second); len(got) != 4 || got[0] != 0 || got[2] != 0 {
+			t.Fatalf("the first waiter: %v, want queued at the head", got)
+		}
+		if _, err := scriptLockAbandon.Do(c, key, "w1", 2*time.Minute.Milliseconds(), s.NS+"wake:"); err != nil {
+			t.Fatal(err)
+		}
+		got := join("w2", time.Hour)
+		if len(got) != 4 || got[0] != 0 || got[1] <= 0 || got[2] != 0 {
+			t.Errorf("the only waiter behind the holder: %v, want {0, the lease's remaining ms, rank 0, arrival}", got)
+		}
+		if ttl := s.PTTL(t, key); ttl < 59*time.Minute {
+			t.Errorf("the lock's PTTL %v after a join of an hour's entry: the hash must outlive every entry", ttl)
+		}
+		if q := lockQueue(s, t, "again"); len(q) != 1 || q[0].token != "w2" {
+			t.Errorf("queue %v, want w2 alone", q)
+		}
+	})
+}
+
 // queued for and released.
 func TestAcquire_ManyLapsedMarksCleared(t *testing.T) {
 	servers(t, func(t *testing.T, s *testserver.Server) {

@@ -5,7 +5,7 @@ package atomicredis
 // scriptHashes is every embedded script's SHA-1 by name, with the CRC-32
 // of the text it was computed from.
 var scriptHashes = map[string]tableHash{
-	"lock_acquire":                     {0xbe900260, "258db737167deacd3f976e7fd974f0015e337aab"},
+	"lock_acquire":                     {0x54b5cc98, "3be58329eee9bf1d7490abee65138f4c8e7e5860"},
 	"lock_abandon":                     {0xb2146729, "eb2ed5d63ce77bf40a76d6b483d7ede5a9192618"},
 	"lock_release":                     {0x9dc92fad, "3e75dc6bce68044b4ef8b2f17f3c86f4eb4fc1c7"},
 	"lock_extend":                      {0x3e5d024b, "cca6c495417c8de5d66dc8656ae709863be455f2"},

@@ -40,6 +40,52 @@ if f then -- the common case
   redis.call('PEXPIRE', KEYS[1], ARGV[2])
   return f
 end
+-- A new waiter behind a flagged holder (a hot name's queue, the lock
+-- held, the caller neither queued nor marked, no lapsed mark to clear):
+-- read, checked and written here, before the shared Lua is defined; it
+-- does what lib/lock.lua's lk_load, lk_join and lk_save do for it, which
+-- every other case goes through. The holding and its lease's end stand
+-- as read; a join at maxmemory is refused (its HSET, the first write).
+if string.byte(v, 1) == 43 and ARGV[3] == '1' then
+  local t = ARGV[1]
+  local s = redis.call('HMGET', KEYS[1], 'd', 'q', 'k:' .. t, 'x:' .. t)
+  local q = s[2]
+  local sp = string.find(v, ' ', 2, true)
+  local sp2 = sp and string.find(v, ' ', sp + 1, true)
+  local holder = sp2 and string.sub(v, 2, sp - 1)
+  if q and not s[3] and not s[4] and holder and holder ~= t and holder ~= '-' then
+    local c = redis.call('TIME')
+    local now_us = tonumber(c[1]) * 1000000 + tonumber(c[2])
+    local now = math.floor(now_us / 1000)
+    local d = tonumber(s[1]) or 0
+    -- "h t n a xd", read without a pattern
+    local p1 = string.find(q, ' ', 1, true)
+    local p2 = string.find(q, ' ', p1 + 1, true)
+    local p3 = string.find(q, ' ', p2 + 1, true)
+    local p4 = string.find(q, ' ', p3 + 1, true)
+    local xs = string.sub(q, p4 + 1)
+    if d > now and (xs == '0' or tonumber(xs) > now) then
+      local h, i, n = tonumber(string.sub(q, 1, p1 - 1)), tonumber(string.sub(q, p1 + 1, p2 - 1)) + 1, tonumber(string.sub(q, p2 + 1, p3 - 1))
+      local arrival = now_us
+      if arrival <= tonumber(string.sub(q, p3 + 1, p4 - 1)) then arrival = tonumber(string.sub(q, p3 + 1, p4 - 1)) + 1 end
+      local deadline = now + tonumber(ARGV[4])
+      -- lib/queue.lua's fmt, inline
+      local as = arrival < 1e9 and string.format('%d', arrival) or string.format('%d%09d', math.floor(arrival / 1e9), arrival % 1e9)
+      local ds = deadline < 1e9 and string.format('%d', deadline) or string.format('%d%09d', math.floor(deadline / 1e9), deadline % 1e9)
+      local entry = t .. ' ' .. ds .. ' ' .. as .. ' ' .. ARGV[5]
+      if ARGV[6] then entry = entry .. ' ' .. ARGV[6] end
+      if n == 0 then h = i end
+      local is = string.format('%d', i)
+      redis.call('HSET', KEYS[1], 'q', string.format('%d %d %d ', h, i, n + 1) .. as .. ' ' .. xs, 'e:' .. is, entry, 'k:' .. t, is)
+      -- the hash's PX runs at least to the lease's end and every mark's
+      if deadline > d and redis.call('PTTL', KEYS[1]) < deadline - now then
+        redis.call('PEXPIRE', KEYS[1], deadline - now)
+      end
+      if i == h then return {0, d - now, 0, arrival} end -- the head takes over when the lease ends
+      return {0, -1, i - h, arrival}
+    end
+  end
+end
 -- (libraries)
 local token, once = ARGV[1], not ARGV[3] or ARGV[3] == '0'
 if string.byte(v, 1) ~= 43 then -- unflagged and held: its lease is the hash's PX

@@ -6,14 +6,14 @@ package atomicredis
 // of the text it was computed from.
 var scriptHashes = map[string]tableHash{
 	"lock_acquire":                     {0x54b5cc98, "3be58329eee9bf1d7490abee65138f4c8e7e5860"},
-	"lock_abandon":                     {0xb2146729, "eb2ed5d63ce77bf40a76d6b483d7ede5a9192618"},
-	"lock_release":                     {0x9dc92fad, "3e75dc6bce68044b4ef8b2f17f3c86f4eb4fc1c7"},
+	"lock_abandon":                     {0x5a047ce8, "def93d535ab11f4bd90c6bfbb7a574b260a61022"},
+	"lock_release":                     {0x48f58f29, "39a285c06b553dcd1e29b8312e94f237099c7110"},
 	"lock_extend":                      {0x3e5d024b, "cca6c495417c8de5d66dc8656ae709863be455f2"},
 	"lock_extend_many":                 {0x11ba79cb, "53780eb71b66fd4f765e5a44e053727c0539eb63"},
 	"lock_pttl":                        {0x09a4e0f4, "1f68c9ad1b62769d785c886cfd38453c2fb7476f"},
 	"lock_locked":                      {0x6a9ae509, "5dfe99e7abaffd69e7c19bdf125573921f38c0e6"},
 	"lock_info":                        {0x73c48e8a, "af6fb634924da56752469ba74e4214ca75203c67"},
-	"lock_force":                       {0x17f980a6, "4345221dd69773c42b0f51d0c207b2ccd28c7057"},
+	"lock_force":                       {0x2e30f356, "e38505d9373548870b354812787c6d603e12d2e2"},
 	"lock_owner":                       {0xfe97b0ab, "d706efd8cbb42a5b65eaea3054d459bcd8f4be59"},
 	"lock_acquire_all":                 {0x098d6dc9, "7fb1cf6e364cc2728779bbdf7d0e7b23e8d57bb5"},
 	"election_lock_acquire (election)": {0xba53e3aa, "2e5c219250457a674834d52c11d9a8afa47e7e5b"},

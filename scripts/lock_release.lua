@@ -30,6 +30,50 @@ end
 if string.byte(v, 1) ~= 43 then -- unflagged, another's or free
   return 0
 end
+-- A flagged holder's release that hands the lock to a live head and
+-- leaves the lock flagged (more waiters, or a mark standing; no lapsed
+-- mark to clear): read, checked and written here, before the shared Lua
+-- is defined, as lib/lock.lua's lk_load and lk_free would. Every other
+-- case goes through them.
+if string.sub(v, 2, #t + 2) == t .. ' ' then
+  local s = redis.call('HMGET', KEYS[1], 'd', 'q')
+  local q = s[2]
+  local c = q and redis.call('TIME')
+  local now_us = c and tonumber(c[1]) * 1000000 + tonumber(c[2])
+  local now = c and math.floor(now_us / 1000)
+  if c and (tonumber(s[1]) or 0) > now then
+    -- "h t n a xd", read without a pattern
+    local p1 = string.find(q, ' ', 1, true)
+    local p2 = string.find(q, ' ', p1 + 1, true)
+    local p3 = string.find(q, ' ', p2 + 1, true)
+    local p4 = string.find(q, ' ', p3 + 1, true)
+    local xs = string.sub(q, p4 + 1)
+    local xd = xs ~= '0' and tonumber(xs) or 0
+    local n = tonumber(string.sub(q, p2 + 1, p3 - 1))
+    local h = string.sub(q, 1, p1 - 1)
+    local raw = n > 0 and (xd == 0 or xd > now) and (n > 1 or xd > now) and redis.call('HGET', KEYS[1], 'e:' .. h)
+    -- the head entry "token deadline arrival engine[ owner]"
+    local a = raw and string.find(raw, ' ', 1, true)
+    local b = a and string.find(raw, ' ', a + 1, true)
+    if b and tonumber(string.sub(raw, a + 1, b - 1)) > now then
+      local w, ds = string.sub(raw, 1, a - 1), string.sub(raw, a + 1, b - 1)
+      local e = string.find(v, ' ', #t + 3, true) -- the holder's fence ends
+      local f = tonumber(string.sub(v, #t + 3, e and e - 1 or -1)) + 1
+      local fs = f < 1e9 and string.format('%d', f) or string.format('%d%09d', math.floor(f / 1e9), f % 1e9) -- lib/queue.lua's fmt
+      local ar = string.find(raw, ' ', b + 1, true) -- the arrival's end
+      local o = string.find(raw, ' ', ar + 1, true) -- the engine's
+      -- HDEL first: at maxmemory Redis allows it, and the HSET after it
+      redis.call('HDEL', KEYS[1], 'e:' .. h, 'k:' .. w)
+      redis.call('HSET', KEYS[1], 'v', '+' .. w .. ' ' .. fs .. ' 0' .. (o and string.sub(raw, o) or ''), 'd', ds,
+        'q', string.format('%d ', tonumber(h) + 1) .. string.sub(q, p1 + 1, p2) .. string.format('%d', n - 1) .. string.sub(q, p3))
+      -- the hash's PX runs to every entry's deadline already
+      local engine, msg = string.sub(raw, ar + 1, o and o - 1 or -1), w .. ' ' .. fs .. ' ' .. string.sub(raw, b + 1, ar - 1)
+      if engine == ARGV[3] then return {1, msg} end -- the caller's engine wakes its waiter
+      redis.pcall('PUBLISH', ARGV[2] .. engine, msg)
+      return 1
+    end
+  end
+end
 -- (libraries)
 local st = lk_load(KEYS[1], nil, v)
 if st.holder ~= t then

@@ -372,6 +372,7 @@ local function lk_free(st, wake)
   local head = st.n > 0 and lk_head(st)
   if head then
     lk_leave(st, head)
+    st.h = head.i + 1 -- the next in line
     local f = fmt(lk_fence(st))
     local raw, at = head.raw, head.at
     local a = string.find(raw, ' ', at + 1, true) -- the arrival's end

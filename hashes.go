@@ -7,7 +7,7 @@ package atomicredis
 var scriptHashes = map[string]tableHash{
 	"lock_acquire":                     {0x54b5cc98, "3be58329eee9bf1d7490abee65138f4c8e7e5860"},
 	"lock_abandon":                     {0x5a047ce8, "def93d535ab11f4bd90c6bfbb7a574b260a61022"},
-	"lock_release":                     {0x48f58f29, "39a285c06b553dcd1e29b8312e94f237099c7110"},
+	"lock_release":                     {0xebaa40ee, "8fc2ff305459ed49a249bcc5b683d85a2a0f55d0"},
 	"lock_extend":                      {0x3e5d024b, "cca6c495417c8de5d66dc8656ae709863be455f2"},
 	"lock_extend_many":                 {0x11ba79cb, "53780eb71b66fd4f765e5a44e053727c0539eb63"},
 	"lock_pttl":                        {0x09a4e0f4, "1f68c9ad1b62769d785c886cfd38453c2fb7476f"},

@@ -30,11 +30,11 @@ end
 if string.byte(v, 1) ~= 43 then -- unflagged, another's or free
   return 0
 end
--- A flagged holder's release that hands the lock to a live head and
--- leaves the lock flagged (more waiters, or a mark standing; no lapsed
--- mark to clear): read, checked and written here, before the shared Lua
--- is defined, as lib/lock.lua's lk_load and lk_free would. Every other
--- case goes through them.
+-- A flagged holder's release that hands the lock to a live head (no
+-- lapsed mark to clear): read, checked and written here, before the
+-- shared Lua is defined, as lib/lock.lua's lk_load and lk_free would;
+-- the lock stays flagged while more wait or a mark stands, else it is
+-- 'v' alone again. Every other case goes through them.
 if string.sub(v, 2, #t + 2) == t .. ' ' then
   local s = redis.call('HMGET', KEYS[1], 'd', 'q')
   local q = s[2]
@@ -51,7 +51,7 @@ if string.sub(v, 2, #t + 2) == t .. ' ' then
     local xd = xs ~= '0' and tonumber(xs) or 0
     local n = tonumber(string.sub(q, p2 + 1, p3 - 1))
     local h = string.sub(q, 1, p1 - 1)
-    local raw = n > 0 and (xd == 0 or xd > now) and (n > 1 or xd > now) and redis.call('HGET', KEYS[1], 'e:' .. h)
+    local raw = n > 0 and (xd == 0 or xd > now) and redis.call('HGET', KEYS[1], 'e:' .. h)
     -- the head entry "token deadline arrival engine[ owner]"
     local a = raw and string.find(raw, ' ', 1, true)
     local b = a and string.find(raw, ' ', a + 1, true)
@@ -62,11 +62,18 @@ if string.sub(v, 2, #t + 2) == t .. ' ' then
       local fs = f < 1e9 and string.format('%d', f) or string.format('%d%09d', math.floor(f / 1e9), f % 1e9) -- lib/queue.lua's fmt
       local ar = string.find(raw, ' ', b + 1, true) -- the arrival's end
       local o = string.find(raw, ' ', ar + 1, true) -- the engine's
+      local holding = w .. ' ' .. fs .. ' 0' .. (o and string.sub(raw, o) or '')
       -- HDEL first: at maxmemory Redis allows it, and the HSET after it
-      redis.call('HDEL', KEYS[1], 'e:' .. h, 'k:' .. w)
-      redis.call('HSET', KEYS[1], 'v', '+' .. w .. ' ' .. fs .. ' 0' .. (o and string.sub(raw, o) or ''), 'd', ds,
-        'q', string.format('%d ', tonumber(h) + 1) .. string.sub(q, p1 + 1, p2) .. string.format('%d', n - 1) .. string.sub(q, p3))
-      -- the hash's PX runs to every entry's deadline already
+      if n > 1 or xd > now then
+        redis.call('HDEL', KEYS[1], 'e:' .. h, 'k:' .. w)
+        redis.call('HSET', KEYS[1], 'v', '+' .. holding, 'd', ds,
+          'q', string.format('%d ', tonumber(h) + 1) .. string.sub(q, p1 + 1, p2) .. string.format('%d', n - 1) .. string.sub(q, p3))
+        -- the hash's PX runs to every entry's deadline already
+      else -- the last entry, no mark: unflagged, 'v' alone, its PX the new lease
+        redis.call('HDEL', KEYS[1], 'e:' .. h, 'k:' .. w, 'd', 'q')
+        redis.call('HSET', KEYS[1], 'v', holding)
+        redis.call('PEXPIRE', KEYS[1], tonumber(ds) - now)
+      end
       local engine, msg = string.sub(raw, ar + 1, o and o - 1 or -1), w .. ' ' .. fs .. ' ' .. string.sub(raw, b + 1, ar - 1)
       if engine == ARGV[3] then return {1, msg} end -- the caller's engine wakes its waiter
       redis.pcall('PUBLISH', ARGV[2] .. engine, msg)
